@@ -1,0 +1,413 @@
+//! A cloth instance: the state of one cape, banner or skirt, stepped with explicit arguments.
+//!
+//! [`Cloth`] owns positions, velocities and history plus preallocated scratch, and shares its
+//! [`ClothModel`] (mesh, factor) with every other instance of the same asset. Like rapier's
+//! `PhysicsPipeline::step`, nothing is hidden: the game sets pin targets for the end of the frame,
+//! calls [`Cloth::step`] with the frame's length, and reads back render positions and normals.
+//!
+//! Frames of any length run whole fixed substeps from an accumulator, at most
+//! [`SolverSettings::max_substeps_per_step`] per call; pin targets are interpolated linearly across
+//! the substeps of a frame. After the first frame the step allocates nothing.
+
+use std::sync::Arc;
+
+use glam::{DVec3, Vec3};
+
+use crate::error::ClothError;
+use crate::integrator::{History, Integrator, Scheme, predict, velocity};
+use crate::measures::{Measures, measure};
+use crate::mesh::ClothMesh;
+use crate::model::{ClothModel, SolverSettings};
+use crate::solver::{Scratch, solve_substep};
+
+/// What one call to [`Cloth::step`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StepReport {
+    /// Substeps run.
+    pub substeps: u32,
+    /// Local-global iterations run, over all substeps.
+    pub iterations: u32,
+    /// Substeps of backlog dropped by the catch-up cap.
+    pub dropped_substeps: u32,
+}
+
+/// Positions and velocities of a cloth, now and one substep back (what BDF2 needs).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClothState {
+    /// Node positions in metres.
+    pub positions: Vec<DVec3>,
+    /// Node positions one substep back.
+    pub prev_positions: Vec<DVec3>,
+    /// Node velocities in m/s.
+    pub velocities: Vec<DVec3>,
+    /// Node velocities one substep back.
+    pub prev_velocities: Vec<DVec3>,
+    /// Whether a previous substep exists (else the next substep is backward Euler).
+    pub has_history: bool,
+}
+
+/// One simulated cloth. See the module docs.
+#[derive(Debug)]
+pub struct Cloth {
+    model: Arc<ClothModel>,
+    settings: SolverSettings,
+    state: ClothState,
+    /// Pin positions at the start of the current frame (one per model pin).
+    pin_start: Vec<DVec3>,
+    /// Pin positions wanted at the end of the current frame.
+    pin_target: Vec<DVec3>,
+    accumulator: f64,
+    scratch: Scratch,
+    x_new: Vec<DVec3>,
+}
+
+impl Cloth {
+    /// A cloth at the mesh's initial shape, at rest, pins holding their initial positions.
+    pub fn new(model: Arc<ClothModel>) -> Self {
+        let x0 = model.mesh.initial_positions().to_vec();
+        let n = x0.len();
+        let pins: Vec<DVec3> = model.pins.iter().map(|&p| x0[p as usize]).collect();
+        let scratch = Scratch::new(&model);
+        Self {
+            settings: model.settings,
+            state: ClothState {
+                prev_positions: x0.clone(),
+                positions: x0,
+                velocities: vec![DVec3::ZERO; n],
+                prev_velocities: vec![DVec3::ZERO; n],
+                has_history: false,
+            },
+            pin_start: pins.clone(),
+            pin_target: pins,
+            accumulator: 0.0,
+            scratch,
+            x_new: vec![DVec3::ZERO; n],
+            model,
+        }
+    }
+
+    /// Builds mesh, model and cloth in one go: the common case for a single cloth.
+    pub fn from_mesh(
+        mesh: ClothMesh,
+        material: crate::Material,
+        pins: &[u32],
+        settings: SolverSettings,
+    ) -> Result<Self, ClothError> {
+        Ok(Self::new(ClothModel::new(
+            Arc::new(mesh),
+            material,
+            pins,
+            settings,
+        )?))
+    }
+
+    /// The shared model.
+    pub fn model(&self) -> &Arc<ClothModel> {
+        &self.model
+    }
+    /// The mesh.
+    pub fn mesh(&self) -> &ClothMesh {
+        &self.model.mesh
+    }
+    /// The state (positions, velocities, history).
+    pub fn state(&self) -> &ClothState {
+        &self.state
+    }
+    /// Node positions.
+    pub fn positions(&self) -> &[DVec3] {
+        &self.state.positions
+    }
+    /// Node velocities.
+    pub fn velocities(&self) -> &[DVec3] {
+        &self.state.velocities
+    }
+    /// The settings in force.
+    pub fn settings(&self) -> &SolverSettings {
+        &self.settings
+    }
+
+    /// Changes the settings. Iterations, gravity and the catch-up cap change at once; a different
+    /// substep length or integrator rebuilds the model (a refactorisation, see
+    /// [`ModelStats::build_seconds`](crate::ModelStats)), which this cloth then no longer shares.
+    pub fn set_settings(&mut self, settings: SolverSettings) -> Result<(), ClothError> {
+        settings.validate()?;
+        let m = &self.model.settings;
+        if settings.substep() != m.substep() || settings.integrator != m.integrator {
+            self.model = self.model.with_settings(settings)?;
+            self.scratch = Scratch::new(&self.model);
+        }
+        self.settings = settings;
+        Ok(())
+    }
+
+    /// Pins a different node set (a refactorisation). Pins keep the nodes' current positions as
+    /// their targets.
+    pub fn set_pins(&mut self, pins: &[u32]) -> Result<(), ClothError> {
+        self.model = self.model.with_pins(pins)?;
+        self.scratch = Scratch::new(&self.model);
+        let x = &self.state.positions;
+        self.pin_start = self.model.pins.iter().map(|&p| x[p as usize]).collect();
+        self.pin_target = self.pin_start.clone();
+        Ok(())
+    }
+
+    /// Pinned nodes, sorted; [`Cloth::set_pin_targets`] takes targets in this order.
+    pub fn pins(&self) -> &[u32] {
+        &self.model.pins
+    }
+
+    /// Sets where every pinned node should be at the end of the next frame, in [`Cloth::pins`]
+    /// order.
+    pub fn set_pin_targets(&mut self, targets: &[DVec3]) -> Result<(), ClothError> {
+        if targets.len() != self.pin_target.len() {
+            return Err(ClothError::LengthMismatch {
+                what: "pin targets",
+                expected: self.pin_target.len(),
+                found: targets.len(),
+            });
+        }
+        if let Some(k) = targets.iter().position(|t| !t.is_finite()) {
+            return Err(ClothError::NonFiniteInput {
+                node: self.model.pins[k] as usize,
+            });
+        }
+        self.pin_target.copy_from_slice(targets);
+        Ok(())
+    }
+
+    /// Sets the end-of-frame target of one pinned node.
+    pub fn set_pin_target(
+        &mut self,
+        node: u32,
+        target: impl Into<DVec3>,
+    ) -> Result<(), ClothError> {
+        let target = target.into();
+        let k = self
+            .model
+            .pins
+            .binary_search(&node)
+            .map_err(|_| ClothError::InvalidSetting {
+                name: "node",
+                reason: format!("node {node} is not pinned"),
+            })?;
+        if !target.is_finite() {
+            return Err(ClothError::NonFiniteInput {
+                node: node as usize,
+            });
+        }
+        self.pin_target[k] = target;
+        Ok(())
+    }
+
+    /// Sets the gravity (no refactorisation).
+    pub fn set_gravity(&mut self, gravity: DVec3) -> Result<(), ClothError> {
+        let mut s = self.settings;
+        s.gravity = gravity;
+        s.validate()?;
+        self.settings = s;
+        Ok(())
+    }
+
+    /// Puts every node at `positions` with zero velocity and forgets the history (the next
+    /// substep is backward Euler).
+    pub fn set_positions(&mut self, positions: &[DVec3]) -> Result<(), ClothError> {
+        let n = self.state.positions.len();
+        if positions.len() != n {
+            return Err(ClothError::LengthMismatch {
+                what: "positions",
+                expected: n,
+                found: positions.len(),
+            });
+        }
+        if let Some(i) = positions.iter().position(|p| !p.is_finite()) {
+            return Err(ClothError::NonFiniteInput { node: i });
+        }
+        self.state.positions.copy_from_slice(positions);
+        self.state.prev_positions.copy_from_slice(positions);
+        self.state.velocities.fill(DVec3::ZERO);
+        self.state.prev_velocities.fill(DVec3::ZERO);
+        self.state.has_history = false;
+        for (k, &p) in self.model.pins.iter().enumerate() {
+            self.pin_start[k] = positions[p as usize];
+            self.pin_target[k] = positions[p as usize];
+        }
+        self.accumulator = 0.0;
+        Ok(())
+    }
+
+    /// Sets every node's velocity (history is reset to the same velocity).
+    pub fn set_velocities(&mut self, velocities: &[DVec3]) -> Result<(), ClothError> {
+        let n = self.state.velocities.len();
+        if velocities.len() != n {
+            return Err(ClothError::LengthMismatch {
+                what: "velocities",
+                expected: n,
+                found: velocities.len(),
+            });
+        }
+        if let Some(i) = velocities.iter().position(|p| !p.is_finite()) {
+            return Err(ClothError::NonFiniteInput { node: i });
+        }
+        self.state.velocities.copy_from_slice(velocities);
+        self.state.has_history = false;
+        Ok(())
+    }
+
+    /// Back to the mesh's initial shape, at rest.
+    pub fn reset(&mut self) {
+        let x0 = self.model.mesh.initial_positions().to_vec();
+        // Cannot fail: same length, finite by mesh validation.
+        let _ = self.set_positions(&x0);
+    }
+
+    /// Advances by a frame of `dt` seconds: runs as many fixed substeps as the accumulated time
+    /// holds (capped), interpolating pins from their positions at the start of the frame to the
+    /// targets. `dt` must be finite and non-negative.
+    pub fn step(&mut self, dt: f64) -> Result<StepReport, ClothError> {
+        if !(dt.is_finite() && dt >= 0.0) {
+            return Err(ClothError::InvalidSetting {
+                name: "dt",
+                reason: format!("frame time must be finite and non-negative, got {dt}"),
+            });
+        }
+        let h = self.model.settings.substep();
+        self.accumulator += dt;
+        let wanted = ((self.accumulator / h) + 1e-6).floor() as u64;
+        let cap = self.settings.max_substeps_per_step() as u64;
+        let run = wanted.min(cap) as u32;
+        let mut report = StepReport {
+            substeps: run,
+            iterations: run * self.settings.iterations,
+            dropped_substeps: (wanted - run as u64).min(u32::MAX as u64) as u32,
+        };
+        if wanted > cap {
+            self.accumulator = 0.0;
+        } else {
+            self.accumulator = (self.accumulator - run as f64 * h).max(0.0);
+        }
+        for k in 1..=run {
+            let s = k as f64 / run as f64;
+            for (i, &p) in self.model.pins.iter().enumerate() {
+                self.x_new[p as usize] = self.pin_start[i].lerp(self.pin_target[i], s);
+            }
+            self.substep_with_pins_in_x_new();
+        }
+        if run > 0 {
+            self.pin_start.copy_from_slice(&self.pin_target);
+        } else {
+            report.iterations = 0;
+        }
+        Ok(report)
+    }
+
+    /// Runs exactly one fixed substep with pins jumping to their targets (for tests and tools that
+    /// drive the clock themselves).
+    pub fn substep(&mut self) {
+        for (i, &p) in self.model.pins.iter().enumerate() {
+            self.x_new[p as usize] = self.pin_target[i];
+        }
+        self.substep_with_pins_in_x_new();
+        self.pin_start.copy_from_slice(&self.pin_target);
+    }
+
+    /// One substep; pinned entries of `x_new` already hold their positions for the substep's end.
+    fn substep_with_pins_in_x_new(&mut self) {
+        let model = &*self.model;
+        let h = model.settings.substep();
+        let scheme = match (model.settings.integrator, self.state.has_history) {
+            (Integrator::Bdf2, true) => Scheme::Bdf2,
+            _ => Scheme::BackwardEuler,
+        };
+        let st = &mut self.state;
+        predict(
+            scheme,
+            h,
+            &History {
+                x: &st.positions,
+                x_prev: &st.prev_positions,
+                v: &st.velocities,
+                v_prev: &st.prev_velocities,
+            },
+            self.settings.gravity,
+            &mut self.scratch.x_tilde,
+        );
+        // Initial guess: the prediction for free nodes.
+        for &node in &model.free_nodes {
+            self.x_new[node as usize] = self.scratch.x_tilde[node as usize];
+        }
+        solve_substep(
+            model,
+            scheme,
+            self.settings.iterations,
+            &mut self.x_new,
+            &mut self.scratch,
+        );
+        // Velocities and history shift.
+        for i in 0..st.positions.len() {
+            let v = velocity(
+                scheme,
+                h,
+                self.x_new[i],
+                st.positions[i],
+                st.prev_positions[i],
+            );
+            st.prev_velocities[i] = st.velocities[i];
+            st.velocities[i] = v;
+            st.prev_positions[i] = st.positions[i];
+            st.positions[i] = self.x_new[i];
+        }
+        st.has_history = true;
+    }
+
+    /// Quality and energy measures of the current state (allocates; not for the frame loop).
+    pub fn measures(&self) -> Measures {
+        measure(&self.model, &self.state, self.settings.gravity)
+    }
+
+    /// Centre of mass.
+    pub fn center_of_mass(&self) -> DVec3 {
+        let m = &self.model.masses;
+        let total: f64 = m.iter().sum();
+        self.state
+            .positions
+            .iter()
+            .zip(m)
+            .map(|(&x, &mi)| mi * x)
+            .sum::<DVec3>()
+            / total
+    }
+
+    /// Writes render positions (f32, one per node) into `out`, reusing its allocation.
+    pub fn write_render_positions(&self, out: &mut Vec<Vec3>) {
+        out.clear();
+        out.extend(self.state.positions.iter().map(|p| p.as_vec3()));
+    }
+
+    /// Writes area-weighted vertex normals of the render mesh into `out`, reusing its allocation.
+    pub fn write_render_normals(&self, out: &mut Vec<Vec3>) {
+        let x = &self.state.positions;
+        out.clear();
+        out.resize(x.len(), Vec3::ZERO);
+        for t in self.model.mesh.render_triangles() {
+            let [a, b, c] = t.map(|i| x[i as usize]);
+            let n = (b - a).cross(c - a).as_vec3();
+            for &i in t {
+                out[i as usize] += n;
+            }
+        }
+        for n in out.iter_mut() {
+            *n = n.normalize_or(Vec3::Z);
+        }
+    }
+
+    /// Render triangle indices (flattened, three per triangle).
+    pub fn render_indices(&self) -> Vec<u32> {
+        self.model
+            .mesh
+            .render_triangles()
+            .iter()
+            .flatten()
+            .copied()
+            .collect()
+    }
+}

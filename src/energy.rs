@@ -1,0 +1,569 @@
+//! The cloth's energy terms in projective-dynamics form, `sum_c (w_c / 2) |A_c x - p_c|^2`.
+//!
+//! Every term acts on the three coordinates alike, so each `A_c` is a small *scalar* row block over
+//! nodes and the system matrix is one scalar `n x n` matrix shared by x, y and z.
+//!
+//! * **isometry** ([`RigidElements`]): each red (middle) triangle's deformation gradient `F`
+//!   (3x2) is projected onto the nearest rotation of its rest shape; weight `stretch_stiffness x
+//!   rest area`.
+//! * **conformity and boundary** ([`LinearRows`]): black node = mean of the corners its triangles
+//!   extrapolate (DESIGN.md eq. 3.3); boundary triangles meeting at a vertex extrapolate the same
+//!   corner (eq. 3.4). Linear with target 0, so they live entirely in the matrix.
+//! * **bending** ([`BendingRows`]): quadratic Crouzeix-Raviart bending on interior base edges,
+//!   `(k_b / 2) sum_i |(L x)_i - b_i|^2 / m_i`. Flat rows (`b_i = 0`) cost nothing per iteration;
+//!   curved rows rotate their rest curvature vector into the current local frame (eq. 3.8).
+
+use glam::{DVec2, DVec3};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::error::ClothError;
+use crate::mesh::{ClothMesh, Discretization, NO_TRIANGLE};
+
+/// Where the bending energy's rest curvature comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum BendingRest {
+    /// Flat rest state: bending pulls towards a plane. Costs nothing per iteration.
+    #[default]
+    Flat,
+    /// The curvature of the mesh's authored 3D positions (a pre-shaped collar, a curved cape).
+    /// Rows where that curvature is negligible stay flat and free.
+    Curved,
+}
+
+/// Physical parameters of a fabric. All fields have documented defaults ([`Material::default`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Material {
+    /// Surface density in kg/m^2. Default `0.2` (a medium cotton).
+    pub density: f64,
+    /// Isometry weight `W` in N/m: how hard each red triangle resists leaving its rest shape.
+    /// Default `2e3`. Higher is less stretchy but needs more iterations to converge.
+    pub stretch_stiffness: f64,
+    /// Bending stiffness `k_b` in N*m (joules). Default `1e-4`; silk is around `1e-6`, leather
+    /// around `1e-2`.
+    pub bending_stiffness: f64,
+    /// Weight of the linear conformity and boundary constraints, as a multiple of
+    /// `stretch_stiffness`. They are met by every global solve to within about
+    /// `1 / conformity_ratio` of the isometry mismatch. Default `1e3`.
+    pub conformity_ratio: f64,
+    /// Rest state of the bending energy. Default [`BendingRest::Flat`].
+    pub bending_rest: BendingRest,
+}
+
+impl Default for Material {
+    fn default() -> Self {
+        Self {
+            density: 0.2,
+            stretch_stiffness: 2e3,
+            bending_stiffness: 1e-4,
+            conformity_ratio: 1e3,
+            bending_rest: BendingRest::Flat,
+        }
+    }
+}
+
+impl Material {
+    /// Checks every field for a finite, physically meaningful value.
+    pub fn validate(&self) -> Result<(), ClothError> {
+        positive("density", self.density)?;
+        positive("stretch_stiffness", self.stretch_stiffness)?;
+        non_negative("bending_stiffness", self.bending_stiffness)?;
+        positive("conformity_ratio", self.conformity_ratio)?;
+        // Beyond these the matrix's condition number leaves f64 (about 1e16) little to work with.
+        if self.stretch_stiffness > 1e12 || self.conformity_ratio > 1e8 {
+            return Err(ClothError::InvalidSetting {
+                name: "stretch_stiffness",
+                reason: "stretch_stiffness <= 1e12 and conformity_ratio <= 1e8 are supported"
+                    .into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+pub(crate) fn positive(name: &'static str, v: f64) -> Result<(), ClothError> {
+    if v.is_finite() && v > 0.0 {
+        Ok(())
+    } else {
+        Err(ClothError::InvalidSetting {
+            name,
+            reason: format!("must be positive and finite, got {v}"),
+        })
+    }
+}
+
+pub(crate) fn non_negative(name: &'static str, v: f64) -> Result<(), ClothError> {
+    if v.is_finite() && v >= 0.0 {
+        Ok(())
+    } else {
+        Err(ClothError::InvalidSetting {
+            name,
+            reason: format!("must be non-negative and finite, got {v}"),
+        })
+    }
+}
+
+/// Below this many elements a local step runs on the calling thread: waking rayon's workers costs
+/// more than projecting a few thousand triangles (measured: tens of microseconds per wake-up).
+pub(crate) const PARALLEL_MIN_ELEMENTS: usize = 4096;
+
+/// Rigid (isometry) elements: one per red triangle.
+#[derive(Debug, Clone)]
+pub(crate) struct RigidElements {
+    /// The three nodes.
+    pub nodes: Vec<[u32; 3]>,
+    /// Gradient operator: `F = sum_j x_j grad[j]^T` (3x2).
+    pub grad: Vec<[DVec2; 3]>,
+    /// `stretch_stiffness x rest area`.
+    pub weight: Vec<f64>,
+    /// Rest edge lengths `[|x1-x0|, |x2-x1|, |x0-x2|]` for the isometry residual.
+    pub rest_lengths: Vec<[f64; 3]>,
+}
+
+/// Sparse rows `sum_j c_j x_j` stored CSR-style, each with a weight.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SparseRows {
+    pub offsets: Vec<u32>,
+    pub nodes: Vec<u32>,
+    pub coefs: Vec<f64>,
+    pub weight: Vec<f64>,
+}
+
+impl SparseRows {
+    fn new() -> Self {
+        Self {
+            offsets: vec![0],
+            ..Self::default()
+        }
+    }
+    fn push(&mut self, entries: &[(u32, f64)], weight: f64) {
+        // Merge repeated nodes so each row lists a node once.
+        let start = self.nodes.len();
+        for &(n, c) in entries {
+            match self.nodes[start..].iter().position(|&m| m == n) {
+                Some(k) => self.coefs[start + k] += c,
+                None => {
+                    self.nodes.push(n);
+                    self.coefs.push(c);
+                }
+            }
+        }
+        self.offsets.push(self.nodes.len() as u32);
+        self.weight.push(weight);
+    }
+    pub fn len(&self) -> usize {
+        self.weight.len()
+    }
+    pub fn row(&self, r: usize) -> (&[u32], &[f64]) {
+        let range = self.offsets[r] as usize..self.offsets[r + 1] as usize;
+        (&self.nodes[range.clone()], &self.coefs[range])
+    }
+    /// `sum_j c_j x_j` for row `r`.
+    pub fn apply(&self, r: usize, x: &[DVec3]) -> DVec3 {
+        let (nodes, coefs) = self.row(r);
+        nodes
+            .iter()
+            .zip(coefs)
+            .map(|(&n, &c)| c * x[n as usize])
+            .sum()
+    }
+}
+
+/// Linear constraints with target zero: conformity rows then boundary rows.
+pub(crate) type LinearRows = SparseRows;
+
+/// A curved bending row: its rest curvature vector in the rest local frame, and how to build the
+/// frame (two triangles for the normal, a node pair for the tangent).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CurvedRow {
+    pub row: u32,
+    pub rest_local: DVec3,
+    pub tri_a: [u32; 3],
+    pub tri_b: [u32; 3],
+    pub tangent: [u32; 2],
+}
+
+/// Bending rows `(L x)_i` with weight `k_b / m_i`, and the curved subset.
+#[derive(Debug, Clone)]
+pub(crate) struct BendingRows {
+    pub rows: SparseRows,
+    pub curved: Vec<CurvedRow>,
+}
+
+/// All energy terms of one cloth model.
+#[derive(Debug, Clone)]
+pub(crate) struct Terms {
+    pub rigid: RigidElements,
+    pub linear: LinearRows,
+    pub bending: BendingRows,
+}
+
+impl Terms {
+    pub fn new(mesh: &ClothMesh, material: &Material) -> Self {
+        let rigid = rigid_elements(mesh, material.stretch_stiffness);
+        let linear = linear_rows(mesh, material.stretch_stiffness * material.conformity_ratio);
+        let bending = bending_rows(mesh, material);
+        Self {
+            rigid,
+            linear,
+            bending,
+        }
+    }
+
+    /// Adds `sum_c w_c A_c^T A_c` to `triplets` (both triangles of the symmetric matrix).
+    pub fn add_to_matrix(&self, triplets: &mut Vec<(u32, u32, f64)>) {
+        let r = &self.rigid;
+        for e in 0..r.nodes.len() {
+            for a in 0..3 {
+                for b in 0..3 {
+                    let v = r.weight[e] * r.grad[e][a].dot(r.grad[e][b]);
+                    triplets.push((r.nodes[e][a], r.nodes[e][b], v));
+                }
+            }
+        }
+        for rows in [&self.linear, &self.bending.rows] {
+            for row in 0..rows.len() {
+                let (nodes, coefs) = rows.row(row);
+                let w = rows.weight[row];
+                for (i, &a) in nodes.iter().enumerate() {
+                    for (j, &b) in nodes.iter().enumerate() {
+                        triplets.push((a, b, w * coefs[i] * coefs[j]));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Local step for isometry: projects every red triangle onto its nearest rotation, writing the
+    /// two columns of `R` to `proj` and its energy `(w/2)|F - R|^2` to `energy`. Parallel.
+    pub fn project_rigid(&self, x: &[DVec3], proj: &mut [[DVec3; 2]], energy: &mut [f64]) {
+        let r = &self.rigid;
+        let kernel = |e: usize, p: &mut [DVec3; 2], en: &mut f64| {
+            let f = deformation_gradient(&r.nodes[e], &r.grad[e], x);
+            let rot = nearest_rotation(f);
+            *en = 0.5
+                * r.weight[e]
+                * ((f[0] - rot[0]).length_squared() + (f[1] - rot[1]).length_squared());
+            *p = rot;
+        };
+        if proj.len() < PARALLEL_MIN_ELEMENTS {
+            for (e, (p, en)) in proj.iter_mut().zip(energy.iter_mut()).enumerate() {
+                kernel(e, p, en);
+            }
+        } else {
+            proj.par_iter_mut()
+                .zip(energy.par_iter_mut())
+                .enumerate()
+                .with_min_len(PARALLEL_MIN_ELEMENTS / 2)
+                .for_each(|(e, (p, en))| kernel(e, p, en));
+        }
+    }
+
+    /// Adds `sum_e w_e A_e^T p_e` for the isometry projections to `rhs`.
+    pub fn scatter_rigid(&self, proj: &[[DVec3; 2]], rhs: &mut [DVec3]) {
+        let r = &self.rigid;
+        for e in 0..r.nodes.len() {
+            let w = r.weight[e];
+            for a in 0..3 {
+                let g = r.grad[e][a];
+                rhs[r.nodes[e][a] as usize] += w * (g.x * proj[e][0] + g.y * proj[e][1]);
+            }
+        }
+    }
+
+    /// Local step for curved bending rows: the rest curvature rotated into the current frame.
+    pub fn project_curved(&self, x: &[DVec3], targets: &mut [DVec3], energy: &mut [f64]) {
+        let b = &self.bending;
+        let kernel = |k: usize, t: &mut DVec3, en: &mut f64| {
+            let c = &b.curved[k];
+            let frame = local_frame(c, x);
+            *t = frame[0] * c.rest_local.x + frame[1] * c.rest_local.y + frame[2] * c.rest_local.z;
+            let lx = b.rows.apply(c.row as usize, x);
+            *en = 0.5 * b.rows.weight[c.row as usize] * (lx - *t).length_squared();
+        };
+        if targets.len() < PARALLEL_MIN_ELEMENTS {
+            for (k, (t, en)) in targets.iter_mut().zip(energy.iter_mut()).enumerate() {
+                kernel(k, t, en);
+            }
+        } else {
+            targets
+                .par_iter_mut()
+                .zip(energy.par_iter_mut())
+                .enumerate()
+                .with_min_len(PARALLEL_MIN_ELEMENTS / 2)
+                .for_each(|(k, (t, en))| kernel(k, t, en));
+        }
+    }
+
+    /// Adds `sum_i w_i L_i^T b_i` for the curved bending targets to `rhs`.
+    pub fn scatter_curved(&self, targets: &[DVec3], rhs: &mut [DVec3]) {
+        let b = &self.bending;
+        for (c, &t) in b.curved.iter().zip(targets) {
+            let row = c.row as usize;
+            let w = b.rows.weight[row];
+            let (nodes, coefs) = b.rows.row(row);
+            for (&n, &coef) in nodes.iter().zip(coefs) {
+                rhs[n as usize] += (w * coef) * t;
+            }
+        }
+    }
+
+    /// Bending energy `(1/2) sum_i w_i |L_i x - b_i|^2` (b_i from the current frame for curved rows).
+    pub fn bending_energy(&self, x: &[DVec3]) -> f64 {
+        let b = &self.bending;
+        let mut target = vec![DVec3::ZERO; b.rows.len()];
+        for c in &b.curved {
+            let frame = local_frame(c, x);
+            target[c.row as usize] =
+                frame[0] * c.rest_local.x + frame[1] * c.rest_local.y + frame[2] * c.rest_local.z;
+        }
+        (0..b.rows.len())
+            .map(|r| 0.5 * b.rows.weight[r] * (b.rows.apply(r, x) - target[r]).length_squared())
+            .sum()
+    }
+}
+
+/// `F = sum_j x_j g_j^T` as its two columns.
+#[inline]
+pub(crate) fn deformation_gradient(nodes: &[u32; 3], grad: &[DVec2; 3], x: &[DVec3]) -> [DVec3; 2] {
+    let (x0, x1, x2) = (
+        x[nodes[0] as usize],
+        x[nodes[1] as usize],
+        x[nodes[2] as usize],
+    );
+    [
+        grad[0].x * x0 + grad[1].x * x1 + grad[2].x * x2,
+        grad[0].y * x0 + grad[1].y * x1 + grad[2].y * x2,
+    ]
+}
+
+/// The 3x2 matrix with orthonormal columns nearest (Frobenius) to `f`: the rotational part of its
+/// polar decomposition. Works in the plane of `f`'s columns, where it is a closed-form 2x2 polar
+/// decomposition; robust to collapsed triangles.
+#[inline]
+pub(crate) fn nearest_rotation(f: [DVec3; 2]) -> [DVec3; 2] {
+    let [a, b] = f;
+    let la = a.length();
+    let u = if la > 1e-300 { a / la } else { DVec3::X };
+    let n = u.cross(b);
+    let ln = n.length();
+    let v = if ln > 1e-12 * b.length().max(1e-300) {
+        n.cross(u) / ln
+    } else {
+        u.any_orthonormal_vector()
+    };
+    // F in the (u, v) basis: [[la, u.b], [0, v.b]]; nearest rotation angle atan2(0 - u.b, la + v.b).
+    let (p, q) = (la + v.dot(b), -u.dot(b));
+    let h = (p * p + q * q).sqrt();
+    let (c, s) = if h > 1e-300 {
+        (p / h, q / h)
+    } else {
+        (1.0, 0.0)
+    };
+    [c * u + s * v, c * v - s * u]
+}
+
+/// Orthonormal frame `[t, n x t, n]` for a curved bending row (columns).
+fn local_frame(c: &CurvedRow, x: &[DVec3]) -> [DVec3; 3] {
+    let normal = |t: &[u32; 3]| {
+        let [a, b, d] = t.map(|i| x[i as usize]);
+        (b - a).cross(d - a)
+    };
+    let n = (normal(&c.tri_a).normalize_or_zero() + normal(&c.tri_b).normalize_or_zero())
+        .normalize_or(DVec3::Z);
+    let t0 = x[c.tangent[1] as usize] - x[c.tangent[0] as usize];
+    let t = (t0 - n * n.dot(t0)).normalize_or(n.any_orthonormal_vector());
+    [t, n.cross(t), n]
+}
+
+fn rigid_elements(mesh: &ClothMesh, stretch: f64) -> RigidElements {
+    let metric = mesh.metric_positions();
+    let tris = mesh.rigid_triangles();
+    let mut out = RigidElements {
+        nodes: Vec::with_capacity(tris.len()),
+        grad: Vec::with_capacity(tris.len()),
+        weight: Vec::with_capacity(tris.len()),
+        rest_lengths: Vec::with_capacity(tris.len()),
+    };
+    for tri in tris {
+        let [x0, x1, x2] = tri.map(|i| metric[i as usize]);
+        let (e1, e2) = (x1 - x0, x2 - x0);
+        let u = e1.normalize();
+        let v = e1.cross(e2).cross(e1).normalize();
+        // Dm = [[u.e1, u.e2], [v.e1, v.e2]] (rest edges in the triangle's own 2D frame).
+        let (m00, m01, m10, m11) = (u.dot(e1), u.dot(e2), v.dot(e1), v.dot(e2));
+        let det = m00 * m11 - m01 * m10;
+        // Rows of Dm^-1 give the gradient weights of x1 and x2.
+        let g1 = DVec2::new(m11, -m01) / det;
+        let g2 = DVec2::new(-m10, m00) / det;
+        let area = 0.5 * det.abs();
+        out.nodes.push(*tri);
+        out.grad.push([-(g1 + g2), g1, g2]);
+        out.weight.push(stretch * area);
+        out.rest_lengths
+            .push([x0.distance(x1), x1.distance(x2), x2.distance(x0)]);
+    }
+    out
+}
+
+/// Conformity rows for every black node, then boundary rows. Empty on a plain mesh.
+fn linear_rows(mesh: &ClothMesh, weight: f64) -> LinearRows {
+    let mut rows = SparseRows::new();
+    if mesh.discretization() != Discretization::RedBlack {
+        return rows;
+    }
+    let nv = mesh.base_vertex_count();
+    let tris = mesh.base_triangles();
+    let tedges = mesh.triangle_edges();
+    // Corner of base triangle t at vertex v, extrapolated from its red nodes:
+    // x_a + x_b - x_c with a, b the reds on the edges at v and c the red opposite.
+    let corner = |t: u32, v: u32, scale: f64, out: &mut Vec<(u32, f64)>| {
+        let tri = tris[t as usize];
+        let k = tri.iter().position(|&x| x == v).unwrap_or(0);
+        let red = |local: usize| nv as u32 + tedges[t as usize][local];
+        // Local edge k joins corners k, k+1; local edge k+2 joins k+2, k; k+1 is opposite.
+        out.push((red(k), scale));
+        out.push((red((k + 2) % 3), scale));
+        out.push((red((k + 1) % 3), -scale));
+    };
+    let mut entries = Vec::new();
+    for v in 0..nv {
+        let fan = mesh.fan(v);
+        entries.clear();
+        entries.push((v as u32, 1.0));
+        let s = 1.0 / fan.len() as f64;
+        for &t in fan {
+            corner(t, v as u32, -s, &mut entries);
+        }
+        rows.push(&entries, weight);
+    }
+    for v in 0..nv {
+        let fan = mesh.fan(v);
+        if mesh.is_boundary_vertex(v) && fan.len() >= 2 {
+            entries.clear();
+            corner(fan[0], v as u32, 1.0, &mut entries);
+            corner(fan[fan.len() - 1], v as u32, -1.0, &mut entries);
+            rows.push(&entries, weight);
+        }
+    }
+    rows
+}
+
+/// Cotangent of the angle at `at` in triangle (at, p, q).
+fn cot(at: DVec3, p: DVec3, q: DVec3) -> f64 {
+    let (u, v) = (p - at, q - at);
+    u.dot(v) / u.cross(v).length()
+}
+
+fn bending_rows(mesh: &ClothMesh, material: &Material) -> BendingRows {
+    let metric = mesh.metric_positions();
+    let tris = mesh.base_triangles();
+    let areas = mesh.base_areas();
+    let kb = material.bending_stiffness;
+    let mut rows = SparseRows::new();
+    let mut curved = Vec::new();
+    let mut entries = Vec::new();
+    match mesh.discretization() {
+        Discretization::RedBlack => {
+            let nv = mesh.base_vertex_count() as u32;
+            let tedges = mesh.triangle_edges();
+            let initial = mesh.initial_positions();
+            for (e, ts) in mesh.edge_triangles().iter().enumerate() {
+                if ts[1] == NO_TRIANGLE {
+                    continue;
+                }
+                entries.clear();
+                // Crouzeix-Raviart: for edges i, j of a triangle meeting at a corner with angle
+                // theta, L_ij = -2 cot(theta); the diagonal makes the row sum to zero.
+                for &t in ts {
+                    let [a, b, c] = tris[t as usize].map(|i| metric[i as usize]);
+                    let te = tedges[t as usize];
+                    let k = te.iter().position(|&x| x as usize == e).unwrap_or(0);
+                    // Local edge k meets edge k+1 at corner k+1 and edge k+2 at corner k.
+                    let corners = [a, b, c];
+                    let angle_cot = |corner: usize| {
+                        let (p, q) = (corners[(corner + 1) % 3], corners[(corner + 2) % 3]);
+                        cot(corners[corner], p, q)
+                    };
+                    let w_next = -2.0 * angle_cot((k + 1) % 3);
+                    let w_prev = -2.0 * angle_cot(k);
+                    entries.push((nv + te[(k + 1) % 3], w_next));
+                    entries.push((nv + te[(k + 2) % 3], w_prev));
+                    entries.push((nv + e as u32, -(w_next + w_prev)));
+                }
+                let m = (areas[ts[0] as usize] + areas[ts[1] as usize]) / 3.0;
+                let row = rows.len() as u32;
+                rows.push(&entries, kb / m);
+                if material.bending_rest == BendingRest::Curved && kb > 0.0 {
+                    let rest = rows.apply(row as usize, initial);
+                    let scale = metric[tris[ts[0] as usize][0] as usize]
+                        .distance(metric[tris[ts[0] as usize][1] as usize]);
+                    if rest.length() > 1e-9 * scale {
+                        let mid = |t: u32| tedges[t as usize].map(|e| nv + e);
+                        let k = tedges[ts[0] as usize]
+                            .iter()
+                            .position(|&x| x as usize == e)
+                            .unwrap_or(0);
+                        // The red-red edge of the middle triangle opposite this edge's red node
+                        // runs parallel to the base edge: r_(k+1) - r_(k+2) = (x_(k+1) - x_k) / 2.
+                        let m0 = mid(ts[0]);
+                        let mut c = CurvedRow {
+                            row,
+                            rest_local: DVec3::ZERO,
+                            tri_a: m0,
+                            tri_b: mid(ts[1]),
+                            tangent: [m0[(k + 2) % 3], m0[(k + 1) % 3]],
+                        };
+                        let f = local_frame(&c, initial);
+                        c.rest_local = DVec3::new(f[0].dot(rest), f[1].dot(rest), f[2].dot(rest));
+                        curved.push(c);
+                    }
+                }
+            }
+        }
+        Discretization::Plain => {
+            // Conforming cotangent Laplacian on interior vertices (flat rest only).
+            let nv = mesh.base_vertex_count();
+            for v in 0..nv {
+                if mesh.is_boundary_vertex(v) {
+                    continue;
+                }
+                entries.clear();
+                let mut m = 0.0;
+                for &t in mesh.fan(v) {
+                    let tri = tris[t as usize];
+                    let k = tri.iter().position(|&x| x as usize == v).unwrap_or(0);
+                    let (p, q) = (tri[(k + 1) % 3], tri[(k + 2) % 3]);
+                    let [xv, xp, xq] = [v as u32, p, q].map(|i| metric[i as usize]);
+                    // Edge v-p is opposite corner q, edge v-q opposite corner p.
+                    let wp = -0.5 * cot(xq, xv, xp);
+                    let wq = -0.5 * cot(xp, xq, xv);
+                    entries.push((p, wp));
+                    entries.push((q, wq));
+                    entries.push((v as u32, -(wp + wq)));
+                    m += areas[t as usize] / 3.0;
+                }
+                rows.push(&entries, kb / m);
+            }
+        }
+    }
+    BendingRows { rows, curved }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The nearest rotation of a rotation is itself, and of a scaled rotation the rotation, to 1e-12.
+    #[test]
+    fn nearest_rotation_recovers_rotation_of_stretched_frame() {
+        let q = glam::DQuat::from_euler(glam::EulerRot::XYZ, 0.3, -1.1, 2.0);
+        let r = [q * DVec3::X, q * DVec3::Y];
+        let got = nearest_rotation([1.7 * r[0], 0.4 * r[1]]);
+        assert!((got[0] - r[0]).length() < 1e-12 && (got[1] - r[1]).length() < 1e-12);
+        let collapsed = nearest_rotation([DVec3::X, DVec3::X]);
+        assert!((collapsed[0].length() - 1.0).abs() < 1e-12);
+        assert!(collapsed[0].dot(collapsed[1]).abs() < 1e-12);
+    }
+}

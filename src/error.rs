@@ -1,0 +1,159 @@
+//! Typed errors for everything a user or an asset file can get wrong.
+//!
+//! Each variant names the offending element (a triangle, a vertex, an edge, a setting) so that a
+//! tool can point an artist at it. Nothing in the crate panics on bad input; it returns one of these.
+
+use thiserror::Error;
+
+/// A base mesh that cannot be turned into a cloth.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum MeshError {
+    /// The mesh has no triangles.
+    #[error("mesh has no triangles")]
+    NoTriangles,
+    /// The mesh has more vertices or triangles than the crate's `u32` indices can address.
+    #[error("mesh is too large: {count} {what} (at most {max})")]
+    TooLarge {
+        /// What overflowed ("vertices", "triangles", "nodes").
+        what: &'static str,
+        /// How many there were.
+        count: usize,
+        /// The largest supported count.
+        max: usize,
+    },
+    /// A vertex position is NaN or infinite.
+    #[error("vertex {vertex} has a non-finite position")]
+    NonFiniteVertex {
+        /// Index of the vertex.
+        vertex: usize,
+    },
+    /// A pattern (2D rest) coordinate is NaN or infinite.
+    #[error("pattern coordinate {vertex} is not finite")]
+    NonFinitePattern {
+        /// Index of the vertex.
+        vertex: usize,
+    },
+    /// The pattern has a different number of coordinates than the mesh has vertices.
+    #[error("pattern has {found} coordinates but the mesh has {expected} vertices")]
+    PatternMismatch {
+        /// Number of mesh vertices.
+        expected: usize,
+        /// Number of pattern coordinates given.
+        found: usize,
+    },
+    /// A triangle refers to a vertex that does not exist.
+    #[error(
+        "triangle {triangle} refers to vertex {index}, but the mesh has {vertex_count} vertices"
+    )]
+    IndexOutOfRange {
+        /// Index of the triangle.
+        triangle: usize,
+        /// The bad vertex index.
+        index: u32,
+        /// Number of vertices in the mesh.
+        vertex_count: usize,
+    },
+    /// A triangle uses the same vertex twice.
+    #[error("triangle {triangle} repeats vertex {index}")]
+    RepeatedIndex {
+        /// Index of the triangle.
+        triangle: usize,
+        /// The repeated vertex index.
+        index: u32,
+    },
+    /// A triangle has (numerically) zero area in its rest shape.
+    #[error("triangle {triangle} has zero area in its rest shape")]
+    DegenerateTriangle {
+        /// Index of the triangle.
+        triangle: usize,
+    },
+    /// Two triangles use the same three vertices.
+    #[error("triangles {first} and {second} use the same three vertices")]
+    DuplicateTriangle {
+        /// The earlier triangle.
+        first: usize,
+        /// The later triangle.
+        second: usize,
+    },
+    /// An edge is shared by more than two triangles.
+    #[error(
+        "edge ({a}, {b}) is shared by more than two triangles (triangle {triangle} is the third)"
+    )]
+    NonManifoldEdge {
+        /// First vertex of the edge.
+        a: u32,
+        /// Second vertex of the edge.
+        b: u32,
+        /// The third triangle found on the edge.
+        triangle: usize,
+    },
+    /// Two triangles sharing an edge traverse it in the same direction (inconsistent winding).
+    #[error("triangle {triangle} is wound against its neighbour across edge ({a}, {b})")]
+    InconsistentWinding {
+        /// The triangle found to disagree with an earlier neighbour.
+        triangle: usize,
+        /// First vertex of the shared edge.
+        a: u32,
+        /// Second vertex of the shared edge.
+        b: u32,
+    },
+    /// The triangles around a vertex do not form a single fan (a "bow-tie" vertex).
+    #[error("vertex {vertex} is non-manifold: its triangles do not form a single fan")]
+    NonManifoldVertex {
+        /// Index of the vertex.
+        vertex: usize,
+    },
+    /// A vertex belongs to no triangle; it would be a massless, unconstrained node.
+    #[error("vertex {vertex} is not used by any triangle")]
+    UnreferencedVertex {
+        /// Index of the vertex.
+        vertex: usize,
+    },
+    /// A generator was asked for an impossible shape.
+    #[error("invalid generator parameter: {0}")]
+    InvalidGenerator(String),
+}
+
+/// An error building or driving a [`Cloth`](crate::Cloth).
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum ClothError {
+    /// The mesh is invalid.
+    #[error(transparent)]
+    Mesh(#[from] MeshError),
+    /// A setting is out of its valid range.
+    #[error("invalid setting `{name}`: {reason}")]
+    InvalidSetting {
+        /// Name of the setting, as in the struct field.
+        name: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A node index is out of range.
+    #[error("node {node} does not exist (the cloth has {node_count} nodes)")]
+    NodeOutOfRange {
+        /// The bad node index.
+        node: usize,
+        /// Number of nodes in the cloth.
+        node_count: usize,
+    },
+    /// A pin target or other per-frame input is NaN or infinite.
+    #[error("non-finite input for node {node}")]
+    NonFiniteInput {
+        /// The node whose input was not finite.
+        node: usize,
+    },
+    /// The number of values does not match what is expected.
+    #[error("expected {expected} {what}, got {found}")]
+    LengthMismatch {
+        /// What was counted.
+        what: &'static str,
+        /// Expected count.
+        expected: usize,
+        /// Count given.
+        found: usize,
+    },
+    /// The system matrix could not be factored (it should always be positive definite; this
+    /// points at absurd weights or masses).
+    #[error("the system matrix could not be factored: {0}")]
+    Factorization(String),
+}

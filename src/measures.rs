@@ -1,0 +1,83 @@
+//! The measures the crate reports, named as in DESIGN.md section 6.
+
+use glam::DVec3;
+use serde::{Deserialize, Serialize};
+
+use crate::cloth::ClothState;
+use crate::model::ClothModel;
+
+/// Quality and energy figures of a cloth state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Measures {
+    /// Max over base edges `(a, b)` of `|(|x_a - r_ab| + |r_ab - x_b|) / rest_length - 1|`: the
+    /// stretch of the *render* mesh, measured through black nodes.
+    pub max_strain: f64,
+    /// Mean of the same `|strain|` over base edges.
+    pub mean_strain: f64,
+    /// Max relative error of the red-red distances of the rigid (red) triangles.
+    pub isometry_residual: f64,
+    /// Max distance of a black node from its conformity constraint (or of two boundary corners
+    /// from each other), over the mean render-mesh edge length.
+    pub conformity_residual: f64,
+    /// Kinetic energy `1/2 sum m |v|^2` in joules.
+    pub kinetic_energy: f64,
+    /// Gravitational potential `-sum m g . x` in joules (zero at the origin).
+    pub gravitational_energy: f64,
+    /// Bending energy in joules.
+    pub bending_energy: f64,
+}
+
+impl Measures {
+    /// Kinetic + gravitational + bending energy.
+    pub fn energy(&self) -> f64 {
+        self.kinetic_energy + self.gravitational_energy + self.bending_energy
+    }
+}
+
+/// Measures `state` of a cloth made from `model` under `gravity`.
+pub(crate) fn measure(model: &ClothModel, state: &ClothState, gravity: DVec3) -> Measures {
+    let x = &state.positions;
+    let mesh = &model.mesh;
+    let (mut max_strain, mut sum_strain) = (0.0f64, 0.0);
+    for e in mesh.strain_edges() {
+        let (a, b) = (x[e.a as usize], x[e.b as usize]);
+        let len = match e.mid {
+            Some(m) => a.distance(x[m as usize]) + x[m as usize].distance(b),
+            None => a.distance(b),
+        };
+        let s = (len / e.rest_length - 1.0).abs();
+        max_strain = max_strain.max(s);
+        sum_strain += s;
+    }
+    let r = &model.terms.rigid;
+    let mut isometry_residual = 0.0f64;
+    for (nodes, rest) in r.nodes.iter().zip(&r.rest_lengths) {
+        for k in 0..3 {
+            let d = x[nodes[k] as usize].distance(x[nodes[(k + 1) % 3] as usize]);
+            isometry_residual = isometry_residual.max((d / rest[k] - 1.0).abs());
+        }
+    }
+    let lin = &model.terms.linear;
+    let conformity = (0..lin.len())
+        .map(|row| lin.apply(row, x).length())
+        .fold(0.0f64, f64::max);
+    let m = &model.masses;
+    Measures {
+        max_strain,
+        mean_strain: sum_strain / mesh.strain_edges().len() as f64,
+        isometry_residual,
+        conformity_residual: conformity / mesh.mean_render_edge_length(),
+        kinetic_energy: state
+            .velocities
+            .iter()
+            .zip(m)
+            .map(|(v, &mi)| 0.5 * mi * v.length_squared())
+            .sum(),
+        gravitational_energy: -x
+            .iter()
+            .zip(m)
+            .map(|(p, &mi)| mi * gravity.dot(*p))
+            .sum::<f64>(),
+        bending_energy: model.terms.bending_energy(x),
+    }
+}

@@ -1,0 +1,322 @@
+//! The prepared, immutable form of a cloth: mesh, energy terms, masses, pin set and the
+//! prefactored system matrix.
+//!
+//! A [`ClothModel`] is what a game builds once per asset (a fabric) and shares, through `Arc`,
+//! between every cloth instance made from it: 64 capes from one asset hold one factor. It changes
+//! only when the substep length, the weights or the pin set change, and then a new model is built
+//! (that is the refactorisation; [`ClothModel::new`] reports what it costs through
+//! [`ModelStats`]).
+
+use std::sync::Arc;
+
+use glam::DVec3;
+use serde::{Deserialize, Serialize};
+
+use crate::energy::{Material, Terms, positive};
+use crate::error::ClothError;
+use crate::factor::{NumericFactor, SymbolicFactor};
+use crate::integrator::{Integrator, Scheme};
+use crate::mesh::ClothMesh;
+use crate::sparse::CsrMatrix;
+
+/// Marks a node that is not free in [`ClothModel`]'s node-to-unknown map.
+pub(crate) const PINNED: u32 = u32::MAX;
+
+/// Time-stepping settings. All fields have documented defaults ([`SolverSettings::default`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SolverSettings {
+    /// Nominal frame length in seconds. Default `1/60`.
+    pub frame_time: f64,
+    /// Fixed substeps per nominal frame; the substep is `frame_time / substeps`. Default `2`.
+    pub substeps: u32,
+    /// Local-global iterations per substep. Default `5` (10 per frame with 2 substeps).
+    pub iterations: u32,
+    /// Most frames' worth of substeps one call to [`Cloth::step`](crate::Cloth::step) may run to
+    /// catch up after a long frame (`catch_up_frames * substeps` substeps); the rest of the
+    /// backlog is dropped, so the cloth runs slow for a moment rather than stalling the game.
+    /// Default `2`.
+    pub catch_up_frames: u32,
+    /// Integrator. Default [`Integrator::Bdf2`].
+    pub integrator: Integrator,
+    /// Gravity in m/s^2. Default `(0, -9.81, 0)`.
+    pub gravity: DVec3,
+}
+
+impl Default for SolverSettings {
+    fn default() -> Self {
+        Self {
+            frame_time: 1.0 / 60.0,
+            substeps: 2,
+            iterations: 5,
+            catch_up_frames: 2,
+            integrator: Integrator::Bdf2,
+            gravity: DVec3::new(0.0, -9.81, 0.0),
+        }
+    }
+}
+
+impl SolverSettings {
+    /// Largest accepted iteration count per substep.
+    pub const MAX_ITERATIONS: u32 = 10_000;
+    /// Largest accepted substep count per frame.
+    pub const MAX_SUBSTEPS: u32 = 256;
+
+    /// Most substeps one call to [`Cloth::step`](crate::Cloth::step) runs.
+    pub fn max_substeps_per_step(&self) -> u32 {
+        self.catch_up_frames * self.substeps
+    }
+
+    /// The fixed substep length `h` in seconds.
+    pub fn substep(&self) -> f64 {
+        self.frame_time / self.substeps as f64
+    }
+
+    /// Checks every field.
+    pub fn validate(&self) -> Result<(), ClothError> {
+        positive("frame_time", self.frame_time)?;
+        if self.frame_time > 1.0 {
+            return Err(ClothError::InvalidSetting {
+                name: "frame_time",
+                reason: format!("at most 1 s, got {}", self.frame_time),
+            });
+        }
+        let range = |name, v: u32, max: u32| {
+            if (1..=max).contains(&v) {
+                Ok(())
+            } else {
+                Err(ClothError::InvalidSetting {
+                    name,
+                    reason: format!("must be in 1..={max}, got {v}"),
+                })
+            }
+        };
+        range("substeps", self.substeps, Self::MAX_SUBSTEPS)?;
+        range("iterations", self.iterations, Self::MAX_ITERATIONS)?;
+        range("catch_up_frames", self.catch_up_frames, 8)?;
+        if !self.gravity.is_finite() {
+            return Err(ClothError::InvalidSetting {
+                name: "gravity",
+                reason: "must be finite".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Sizes and costs of a prepared model.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ModelStats {
+    /// Simulation nodes.
+    pub nodes: usize,
+    /// Free nodes (unknowns per coordinate).
+    pub free_nodes: usize,
+    /// Nonzeros of the free-free system matrix (both triangles).
+    pub matrix_nnz: usize,
+    /// Nonzeros of one Cholesky factor `L`.
+    pub factor_nnz: usize,
+    /// Bytes held by the numeric factors.
+    pub factor_bytes: usize,
+    /// Seconds spent assembling and factoring.
+    pub build_seconds: f64,
+}
+
+/// Free-to-pinned coupling rows `-S_FP`, applied to pin positions every substep.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PinCoupling {
+    /// For each free unknown, a range into `pins`/`vals`.
+    pub row_ptr: Vec<u32>,
+    pub pins: Vec<u32>,
+    pub vals: Vec<f64>,
+}
+
+/// Factor of the free-free system matrix for one scheme.
+#[derive(Debug)]
+pub(crate) struct SchemeFactor {
+    pub scheme: Scheme,
+    pub numeric: NumericFactor,
+}
+
+/// The immutable prepared form of a cloth. See the module docs.
+#[derive(Debug)]
+pub struct ClothModel {
+    pub(crate) mesh: Arc<ClothMesh>,
+    pub(crate) material: Material,
+    pub(crate) settings: SolverSettings,
+    pub(crate) masses: Vec<f64>,
+    pub(crate) terms: Terms,
+    pub(crate) pins: Vec<u32>,
+    pub(crate) free_nodes: Vec<u32>,
+    /// Node of each row of the factored (permuted) system.
+    pub(crate) solve_order: Vec<u32>,
+    pub(crate) coupling: PinCoupling,
+    pub(crate) symbolic: Option<SymbolicFactor>,
+    pub(crate) factors: Vec<SchemeFactor>,
+    pub(crate) stats: ModelStats,
+}
+
+impl ClothModel {
+    /// Prepares a model: validates the settings, assembles `M/h~^2 + sum_c w_c A_c^T A_c` over the
+    /// free nodes, and factors it once (symbolic, then numeric for each scheme the integrator
+    /// needs). `pins` are node indices held by targets (see [`ClothMesh::nodes_for_vertices`]).
+    pub fn new(
+        mesh: Arc<ClothMesh>,
+        material: Material,
+        pins: &[u32],
+        settings: SolverSettings,
+    ) -> Result<Arc<Self>, ClothError> {
+        let start = std::time::Instant::now();
+        material.validate()?;
+        settings.validate()?;
+        let n = mesh.node_count();
+        let mut pins = pins.to_vec();
+        pins.sort_unstable();
+        pins.dedup();
+        if let Some(&bad) = pins.iter().find(|&&p| p as usize >= n) {
+            return Err(ClothError::NodeOutOfRange {
+                node: bad as usize,
+                node_count: n,
+            });
+        }
+        let masses = mesh.lumped_masses(material.density);
+        let terms = Terms::new(&mesh, &material);
+
+        let mut unknown = vec![0u32; n];
+        for &p in &pins {
+            unknown[p as usize] = PINNED;
+        }
+        let mut free_nodes = Vec::with_capacity(n - pins.len());
+        for (i, u) in unknown.iter_mut().enumerate() {
+            if *u != PINNED {
+                *u = free_nodes.len() as u32;
+                free_nodes.push(i as u32);
+            }
+        }
+
+        // S = sum_c w_c A_c^T A_c over all nodes.
+        let mut triplets = Vec::new();
+        terms.add_to_matrix(&mut triplets);
+        let stiffness = CsrMatrix::from_triplets(n, &mut triplets);
+        drop(triplets);
+
+        // Split into the free-free block (with a zero diagonal slot for the mass term) and the
+        // free-pinned coupling.
+        let nf = free_nodes.len();
+        let mut ff = Vec::with_capacity(stiffness.nnz() + nf);
+        let mut coupling = PinCoupling {
+            row_ptr: vec![0],
+            ..Default::default()
+        };
+        for (fi, &node) in free_nodes.iter().enumerate() {
+            ff.push((fi as u32, fi as u32, 0.0));
+            let (cols, vals) = stiffness.row(node as usize);
+            for (&c, &v) in cols.iter().zip(vals) {
+                match unknown[c as usize] {
+                    PINNED => {
+                        coupling.pins.push(c);
+                        coupling.vals.push(v);
+                    }
+                    fj => ff.push((fi as u32, fj, v)),
+                }
+            }
+            coupling.row_ptr.push(coupling.pins.len() as u32);
+        }
+        let base = CsrMatrix::from_triplets(nf, &mut ff);
+        drop(ff);
+
+        let schemes: &[Scheme] = match settings.integrator {
+            Integrator::BackwardEuler => &[Scheme::BackwardEuler],
+            Integrator::Bdf2 => &[Scheme::BackwardEuler, Scheme::Bdf2],
+        };
+        let h = settings.substep();
+        let (symbolic, factors) = if nf == 0 {
+            (None, Vec::new())
+        } else {
+            let symbolic = SymbolicFactor::analyze(&base)?;
+            let mut factors = Vec::new();
+            for &scheme in schemes {
+                let ht = scheme.effective_step(h);
+                let mut k = base.clone();
+                for (fi, &node) in free_nodes.iter().enumerate() {
+                    let (cols, _) = k.row(fi);
+                    let d = cols.binary_search(&(fi as u32)).unwrap_or(0);
+                    let at = k.row_ptr[fi] as usize + d;
+                    k.vals[at] += masses[node as usize] / (ht * ht);
+                }
+                let numeric = NumericFactor::factorize(&symbolic, &k)?;
+                factors.push(SchemeFactor { scheme, numeric });
+            }
+            (Some(symbolic), factors)
+        };
+
+        let solve_order = match &symbolic {
+            Some(s) => s.perm().iter().map(|&i| free_nodes[i as usize]).collect(),
+            None => Vec::new(),
+        };
+        let stats = ModelStats {
+            nodes: n,
+            free_nodes: nf,
+            matrix_nnz: base.nnz(),
+            factor_nnz: symbolic.as_ref().map_or(0, |s| s.factor_nnz()),
+            factor_bytes: factors.iter().map(|f| f.numeric.bytes()).sum(),
+            build_seconds: start.elapsed().as_secs_f64(),
+        };
+        Ok(Arc::new(Self {
+            mesh,
+            material,
+            settings,
+            masses,
+            terms,
+            pins,
+            free_nodes,
+            solve_order,
+            coupling,
+            symbolic,
+            factors,
+            stats,
+        }))
+    }
+
+    /// The same mesh, material and settings with another pin set (a refactorisation).
+    pub fn with_pins(&self, pins: &[u32]) -> Result<Arc<Self>, ClothError> {
+        Self::new(self.mesh.clone(), self.material, pins, self.settings)
+    }
+
+    /// The same mesh, material and pins with other settings (refactors if the substep length or
+    /// the integrator changed; shares nothing either way).
+    pub fn with_settings(&self, settings: SolverSettings) -> Result<Arc<Self>, ClothError> {
+        Self::new(self.mesh.clone(), self.material, &self.pins, settings)
+    }
+
+    /// The mesh.
+    pub fn mesh(&self) -> &Arc<ClothMesh> {
+        &self.mesh
+    }
+    /// The material.
+    pub fn material(&self) -> &Material {
+        &self.material
+    }
+    /// The solver settings the matrix was factored for.
+    pub fn settings(&self) -> &SolverSettings {
+        &self.settings
+    }
+    /// Lumped node masses in kg.
+    pub fn masses(&self) -> &[f64] {
+        &self.masses
+    }
+    /// Pinned nodes, sorted.
+    pub fn pins(&self) -> &[u32] {
+        &self.pins
+    }
+    /// Sizes and build cost.
+    pub fn stats(&self) -> &ModelStats {
+        &self.stats
+    }
+
+    pub(crate) fn factor(&self, scheme: Scheme) -> Option<&NumericFactor> {
+        self.factors
+            .iter()
+            .find(|f| f.scheme == scheme)
+            .map(|f| &f.numeric)
+    }
+}
