@@ -38,7 +38,7 @@ pub struct Material {
     /// Surface density in kg/m^2. Default `0.2` (a medium cotton).
     pub density: f64,
     /// Isometry weight `W` in N/m: how hard each red triangle resists leaving its rest shape.
-    /// Default `2e3`. Higher is less stretchy but needs more iterations to converge.
+    /// Default `1e5`. Higher is less stretchy but needs more iterations to converge.
     pub stretch_stiffness: f64,
     /// Bending stiffness `k_b` in N*m (joules). Default `1e-4`; silk is around `1e-6`, leather
     /// around `1e-2`.
@@ -55,7 +55,7 @@ impl Default for Material {
     fn default() -> Self {
         Self {
             density: 0.2,
-            stretch_stiffness: 2e3,
+            stretch_stiffness: 1e5,
             bending_stiffness: 1e-4,
             conformity_ratio: 1e3,
             bending_rest: BendingRest::Flat,
@@ -191,6 +191,15 @@ pub(crate) struct BendingRows {
     pub curved: Vec<CurvedRow>,
 }
 
+impl BendingRows {
+    /// Whether row `r` has a rest curvature target.
+    fn is_curved(&self, r: usize) -> bool {
+        self.curved
+            .binary_search_by_key(&(r as u32), |c| c.row)
+            .is_ok()
+    }
+}
+
 /// All energy terms of one cloth model.
 #[derive(Debug, Clone)]
 pub(crate) struct Terms {
@@ -307,6 +316,23 @@ impl Terms {
                 rhs[n as usize] += (w * coef) * t;
             }
         }
+    }
+
+    /// Energy of the terms that need no projection: linear rows and flat bending rows,
+    /// `(1/2) sum w |row . x|^2`.
+    pub fn quadratic_energy(&self, x: &[DVec3]) -> f64 {
+        let lin = &self.linear;
+        let b = &self.bending;
+        let mut e = 0.0;
+        for r in 0..lin.len() {
+            e += 0.5 * lin.weight[r] * lin.apply(r, x).length_squared();
+        }
+        for r in 0..b.rows.len() {
+            if b.curved.is_empty() || !b.is_curved(r) {
+                e += 0.5 * b.rows.weight[r] * b.rows.apply(r, x).length_squared();
+            }
+        }
+        e
     }
 
     /// Bending energy `(1/2) sum_i w_i |L_i x - b_i|^2` (b_i from the current frame for curved rows).

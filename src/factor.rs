@@ -98,15 +98,15 @@ impl SymbolicFactor {
         let col_ptr = simplicial.col_ptr().to_vec();
         let row_idx = simplicial.row_idx().to_vec();
         // The sweeps below rely on the diagonal leading each column.
-        for j in 0..m.n {
-            if row_idx.get(col_ptr[j] as usize) != Some(&(j as u32)) {
+        for (j, &start) in col_ptr.iter().take(m.n).enumerate() {
+            if row_idx.get(start as usize) != Some(&(j as u32)) {
                 return Err(ClothError::Factorization(
                     "factor columns do not start on the diagonal".into(),
                 ));
             }
         }
         let perm = match inner.perm() {
-            Some(p) => p.arrays().0.iter().map(|&i| i as u32).collect(),
+            Some(p) => p.arrays().0.to_vec(),
             None => (0..m.n as u32).collect(),
         };
         Ok(Self {
@@ -122,20 +122,10 @@ impl SymbolicFactor {
         self.row_idx.len()
     }
 
-    /// Order of the matrix.
-    pub fn n(&self) -> usize {
-        self.perm.len()
-    }
-
     /// The fill-reducing ordering: row `i` of the factored system is original row `perm()[i]`.
     /// Right-hand sides passed to [`NumericFactor::solve_permuted`] are in this order.
     pub fn perm(&self) -> &[u32] {
         &self.perm
-    }
-
-    /// Bytes of the structure read by a solve (column pointers and row indices).
-    pub fn bytes(&self) -> usize {
-        (self.col_ptr.len() + self.row_idx.len()) * std::mem::size_of::<u32>()
     }
 }
 

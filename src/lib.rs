@@ -54,4 +54,4 @@ pub use glam;
 pub use integrator::Integrator;
 pub use measures::Measures;
 pub use mesh::{BaseMesh, ClothMesh, Discretization, StrainEdge};
-pub use model::{ClothModel, ModelStats, SolverSettings};
+pub use model::{ClothModel, ModelStats, SolverMethod, SolverSettings};

@@ -324,7 +324,7 @@ impl ClothMesh {
                 .length_squared()
                 .max((c - b).length_squared())
                 .max((a - c).length_squared());
-            if !(twice_area > 1e-9 * longest) || !(longest > 0.0) {
+            if twice_area.is_nan() || twice_area <= 1e-9 * longest || longest <= 0.0 {
                 return Err(MeshError::DegenerateTriangle { triangle: t });
             }
             base_areas.push(0.5 * twice_area);
