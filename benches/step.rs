@@ -28,7 +28,9 @@ fn hanging_sheet(cells: usize) -> (Arc<ClothMesh>, Vec<u32>) {
 
 fn bench_step(c: &mut Criterion) {
     let mut group = c.benchmark_group("step");
-    group.sample_size(20).measurement_time(Duration::from_secs(3));
+    group
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(3));
     for cells in SIZES {
         for (name, method) in [
             ("lbfgs", SolverMethod::Lbfgs { history: 5 }),
@@ -41,8 +43,8 @@ fn bench_step(c: &mut Criterion) {
                 method,
                 ..Default::default()
             };
-            let model = ClothModel::new(mesh, Material::default(), &pins, settings)
-                .expect("valid model");
+            let model =
+                ClothModel::new(mesh, Material::default(), &pins, settings).expect("valid model");
             let nodes = model.stats().nodes;
             let mut cloth = Cloth::new(model);
             // Let it fall and swing for a second so the bench measures a moving cloth.
@@ -60,7 +62,9 @@ fn bench_step(c: &mut Criterion) {
 
 fn bench_factor(c: &mut Criterion) {
     let mut group = c.benchmark_group("factor");
-    group.sample_size(10).measurement_time(Duration::from_secs(3));
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(3));
     for cells in SIZES {
         let (mesh, pins) = hanging_sheet(cells);
         group.bench_function(
