@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use glam::{DVec3, Vec3};
 
+use crate::equilibrium::{RelaxReport, relax};
 use crate::error::ClothError;
 use crate::integrator::{History, Integrator, Scheme, predict, velocity};
 use crate::measures::{Measures, measure};
@@ -362,6 +363,54 @@ impl Cloth {
     /// Quality and energy measures of the current state (allocates; not for the frame loop).
     pub fn measures(&self) -> Measures {
         measure(&self.model, &self.state, self.settings.gravity)
+    }
+
+    /// Largest static force residual over free nodes, `|grad E(x) - M g|` in newtons, ignoring
+    /// velocities: how far the current shape is from an equilibrium. A diagnostic (allocates),
+    /// not part of the frame loop.
+    pub fn force_residual(&mut self) -> f64 {
+        let mut grad = vec![DVec3::ZERO; self.model.free_nodes.len()];
+        crate::solver::static_gradient(
+            &self.model,
+            &self.state.positions,
+            self.settings.gravity,
+            &mut self.scratch,
+            &mut grad,
+        );
+        grad.iter().map(|g| g.length()).fold(0.0, f64::max)
+    }
+
+    /// Moves the cloth to static equilibrium under gravity with its pins at their targets, by
+    /// Newton's method on the full energy (see [`crate::equilibrium`]), and leaves it at rest
+    /// there. Stops when the largest nodal force residual is below `tolerance` newtons or after
+    /// `max_iterations`. Use it to drape a cloth before its first frame, or as the converged
+    /// reference for a budgeted run. It allocates and refactors each iteration: not for the frame
+    /// loop.
+    pub fn relax(
+        &mut self,
+        tolerance: f64,
+        max_iterations: u32,
+    ) -> Result<RelaxReport, ClothError> {
+        if !(tolerance.is_finite() && tolerance >= 0.0) {
+            return Err(ClothError::InvalidSetting {
+                name: "tolerance",
+                reason: format!("must be finite and non-negative, got {tolerance}"),
+            });
+        }
+        let mut x = self.state.positions.clone();
+        for (i, &p) in self.model.pins.iter().enumerate() {
+            x[p as usize] = self.pin_target[i];
+        }
+        let report = relax(
+            &self.model,
+            &mut x,
+            self.settings.gravity,
+            tolerance,
+            max_iterations,
+            &mut self.scratch,
+        )?;
+        self.set_positions(&x)?;
+        Ok(report)
     }
 
     /// Centre of mass.

@@ -49,6 +49,13 @@ pub struct Material {
     pub conformity_ratio: f64,
     /// Rest state of the bending energy. Default [`BendingRest::Flat`].
     pub bending_rest: BendingRest,
+    /// Stiffness in N/m of the render-edge term: soft rest-length springs on the black-to-red
+    /// edges of the render mesh. They hold the rendered cloth together where red triangles
+    /// twist against each other (mesh-scale crumples that weak bending lets through) and cost
+    /// nothing to first order in smooth bending. They are deliberately independent of
+    /// `stretch_stiffness`: raising the isometry weight must not stiffen the cloth (no locking).
+    /// `0` turns them off. Default `3e4`.
+    pub render_edge_stiffness: f64,
 }
 
 impl Default for Material {
@@ -59,6 +66,7 @@ impl Default for Material {
             bending_stiffness: 1e-4,
             conformity_ratio: 1e3,
             bending_rest: BendingRest::Flat,
+            render_edge_stiffness: 3e4,
         }
     }
 }
@@ -70,7 +78,14 @@ impl Material {
         positive("stretch_stiffness", self.stretch_stiffness)?;
         non_negative("bending_stiffness", self.bending_stiffness)?;
         positive("conformity_ratio", self.conformity_ratio)?;
+        non_negative("render_edge_stiffness", self.render_edge_stiffness)?;
         // Beyond these the matrix's condition number leaves f64 (about 1e16) little to work with.
+        if self.render_edge_stiffness > 1e12 {
+            return Err(ClothError::InvalidSetting {
+                name: "render_edge_stiffness",
+                reason: "render_edge_stiffness <= 1e12 is supported".into(),
+            });
+        }
         if self.stretch_stiffness > 1e12 || self.conformity_ratio > 1e8 {
             return Err(ClothError::InvalidSetting {
                 name: "stretch_stiffness",
@@ -108,6 +123,27 @@ pub(crate) fn non_negative(name: &'static str, v: f64) -> Result<(), ClothError>
 /// more than projecting a few thousand triangles (measured: tens of microseconds per wake-up).
 pub(crate) const PARALLEL_MIN_ELEMENTS: usize = 4096;
 
+/// Runs `kernel(element, slot, energy)` over every element: on the calling thread below
+/// [`PARALLEL_MIN_ELEMENTS`], else in parallel. Each element writes only its own slots, so the
+/// result does not depend on the thread count.
+fn for_each_element<P: Send>(
+    out: &mut [P],
+    energy: &mut [f64],
+    kernel: impl Fn(usize, &mut P, &mut f64) + Sync,
+) {
+    if out.len() < PARALLEL_MIN_ELEMENTS {
+        for (e, (p, en)) in out.iter_mut().zip(energy.iter_mut()).enumerate() {
+            kernel(e, p, en);
+        }
+    } else {
+        out.par_iter_mut()
+            .zip(energy.par_iter_mut())
+            .enumerate()
+            .with_min_len(PARALLEL_MIN_ELEMENTS / 2)
+            .for_each(|(e, (p, en))| kernel(e, p, en));
+    }
+}
+
 /// Rigid (isometry) elements: one per red triangle.
 #[derive(Debug, Clone)]
 pub(crate) struct RigidElements {
@@ -119,6 +155,15 @@ pub(crate) struct RigidElements {
     pub weight: Vec<f64>,
     /// Rest edge lengths `[|x1-x0|, |x2-x1|, |x0-x2|]` for the isometry residual.
     pub rest_lengths: Vec<[f64; 3]>,
+}
+
+/// Rest-length springs on render edges (black node to red node).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SpringElements {
+    pub nodes: Vec<[u32; 2]>,
+    pub rest: Vec<f64>,
+    /// `render_edge_stiffness x (area served) / rest^2`.
+    pub weight: Vec<f64>,
 }
 
 /// Sparse rows `sum_j c_j x_j` stored CSR-style, each with a weight.
@@ -204,6 +249,7 @@ impl BendingRows {
 #[derive(Debug, Clone)]
 pub(crate) struct Terms {
     pub rigid: RigidElements,
+    pub springs: SpringElements,
     pub linear: LinearRows,
     pub bending: BendingRows,
 }
@@ -211,10 +257,12 @@ pub(crate) struct Terms {
 impl Terms {
     pub fn new(mesh: &ClothMesh, material: &Material) -> Self {
         let rigid = rigid_elements(mesh, material.stretch_stiffness);
+        let springs = render_springs(mesh, material.render_edge_stiffness);
         let linear = linear_rows(mesh, material.stretch_stiffness * material.conformity_ratio);
         let bending = bending_rows(mesh, material);
         Self {
             rigid,
+            springs,
             linear,
             bending,
         }
@@ -230,6 +278,10 @@ impl Terms {
                     triplets.push((r.nodes[e][a], r.nodes[e][b], v));
                 }
             }
+        }
+        let sp = &self.springs;
+        for (&[a, b], &w) in sp.nodes.iter().zip(&sp.weight) {
+            triplets.extend([(a, a, w), (b, b, w), (a, b, -w), (b, a, -w)]);
         }
         for rows in [&self.linear, &self.bending.rows] {
             for row in 0..rows.len() {
@@ -256,17 +308,7 @@ impl Terms {
                 * ((f[0] - rot[0]).length_squared() + (f[1] - rot[1]).length_squared());
             *p = rot;
         };
-        if proj.len() < PARALLEL_MIN_ELEMENTS {
-            for (e, (p, en)) in proj.iter_mut().zip(energy.iter_mut()).enumerate() {
-                kernel(e, p, en);
-            }
-        } else {
-            proj.par_iter_mut()
-                .zip(energy.par_iter_mut())
-                .enumerate()
-                .with_min_len(PARALLEL_MIN_ELEMENTS / 2)
-                .for_each(|(e, (p, en))| kernel(e, p, en));
-        }
+        for_each_element(proj, energy, kernel);
     }
 
     /// Adds `sum_e w_e A_e^T p_e` for the isometry projections to `rhs`.
@@ -281,6 +323,30 @@ impl Terms {
         }
     }
 
+    /// Local step for render-edge springs: the edge vector `x_a - x_b` scaled to its rest length,
+    /// and the spring energy. Parallel like [`Self::project_rigid`].
+    pub fn project_springs(&self, x: &[DVec3], proj: &mut [DVec3], energy: &mut [f64]) {
+        let sp = &self.springs;
+        let kernel = |e: usize, p: &mut DVec3, en: &mut f64| {
+            let [a, b] = sp.nodes[e];
+            let d = x[a as usize] - x[b as usize];
+            let len = d.length();
+            let dir = if len > 1e-300 { d / len } else { DVec3::X };
+            *p = dir * sp.rest[e];
+            *en = 0.5 * sp.weight[e] * (len - sp.rest[e]) * (len - sp.rest[e]);
+        };
+        for_each_element(proj, energy, kernel);
+    }
+
+    /// Adds `sum_e w_e A_e^T p_e` for the spring projections to `rhs`.
+    pub fn scatter_springs(&self, proj: &[DVec3], rhs: &mut [DVec3]) {
+        let sp = &self.springs;
+        for ((&[a, b], &w), &p) in sp.nodes.iter().zip(&sp.weight).zip(proj) {
+            rhs[a as usize] += w * p;
+            rhs[b as usize] -= w * p;
+        }
+    }
+
     /// Local step for curved bending rows: the rest curvature rotated into the current frame.
     pub fn project_curved(&self, x: &[DVec3], targets: &mut [DVec3], energy: &mut [f64]) {
         let b = &self.bending;
@@ -291,18 +357,7 @@ impl Terms {
             let lx = b.rows.apply(c.row as usize, x);
             *en = 0.5 * b.rows.weight[c.row as usize] * (lx - *t).length_squared();
         };
-        if targets.len() < PARALLEL_MIN_ELEMENTS {
-            for (k, (t, en)) in targets.iter_mut().zip(energy.iter_mut()).enumerate() {
-                kernel(k, t, en);
-            }
-        } else {
-            targets
-                .par_iter_mut()
-                .zip(energy.par_iter_mut())
-                .enumerate()
-                .with_min_len(PARALLEL_MIN_ELEMENTS / 2)
-                .for_each(|(k, (t, en))| kernel(k, t, en));
-        }
+        for_each_element(targets, energy, kernel);
     }
 
     /// Adds `sum_i w_i L_i^T b_i` for the curved bending targets to `rhs`.
@@ -429,6 +484,32 @@ fn rigid_elements(mesh: &ClothMesh, stretch: f64) -> RigidElements {
         out.weight.push(stretch * area);
         out.rest_lengths
             .push([x0.distance(x1), x1.distance(x2), x2.distance(x0)]);
+    }
+    out
+}
+
+/// Springs on the two halves of every base edge (black-red render edges). Each base triangle's
+/// area is shared among its six half-edges. Empty on a plain mesh or with zero weight.
+fn render_springs(mesh: &ClothMesh, stiffness: f64) -> SpringElements {
+    let mut out = SpringElements::default();
+    if mesh.discretization() != Discretization::RedBlack || stiffness == 0.0 {
+        return out;
+    }
+    let areas = mesh.base_areas();
+    let nv = mesh.base_vertex_count() as u32;
+    for (e, (&[a, b], ts)) in mesh.edges().iter().zip(mesh.edge_triangles()).enumerate() {
+        let area: f64 = ts
+            .iter()
+            .filter(|&&t| t != NO_TRIANGLE)
+            .map(|&t| areas[t as usize] / 6.0)
+            .sum();
+        let half = 0.5 * mesh.strain_edges()[e].rest_length;
+        let red = nv + e as u32;
+        for black in [a, b] {
+            out.nodes.push([black, red]);
+            out.rest.push(half);
+            out.weight.push(stiffness * area / (half * half));
+        }
     }
     out
 }

@@ -20,6 +20,8 @@ use faer::sparse::linalg::cholesky::{
 };
 use faer::sparse::{SparseColMatRef, SymbolicSparseColMatRef};
 use faer::{Par, Side};
+use std::ops::{Div, Mul, Sub};
+
 use glam::DVec3;
 
 use crate::error::ClothError;
@@ -169,6 +171,21 @@ impl NumericFactor {
     /// over the columns of `L`, one backward sweep over the same data: the factor is streamed
     /// twice, each nonzero doing three multiply-adds.
     pub fn solve_permuted(&self, symbolic: &SymbolicFactor, b: &mut [DVec3]) {
+        self.sweep(symbolic, b);
+    }
+
+    /// [`Self::solve_permuted`] for one scalar right-hand side.
+    pub fn solve_scalar_permuted(&self, symbolic: &SymbolicFactor, b: &mut [f64]) {
+        self.sweep(symbolic, b);
+    }
+
+    /// Forward then backward substitution with `L`, for any right-hand-side element type.
+    #[inline]
+    fn sweep<T>(&self, symbolic: &SymbolicFactor, b: &mut [T])
+    where
+        T: Copy + Sub<Output = T> + Div<f64, Output = T>,
+        f64: Mul<T, Output = T>,
+    {
         let (cp, ri, lv) = (&symbolic.col_ptr, &symbolic.row_idx, &self.values);
         let n = b.len();
         // L y = b
@@ -177,7 +194,7 @@ impl NumericFactor {
             let yj = b[j] / lv[s];
             b[j] = yj;
             for (&i, &l) in ri[s + 1..e].iter().zip(&lv[s + 1..e]) {
-                b[i as usize] -= l * yj;
+                b[i as usize] = b[i as usize] - l * yj;
             }
         }
         // L^T x = y
@@ -185,7 +202,7 @@ impl NumericFactor {
             let (s, e) = (cp[j] as usize, cp[j + 1] as usize);
             let mut acc = b[j];
             for (&i, &l) in ri[s + 1..e].iter().zip(&lv[s + 1..e]) {
-                acc -= l * b[i as usize];
+                acc = acc - l * b[i as usize];
             }
             b[j] = acc / lv[s];
         }

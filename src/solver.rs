@@ -39,6 +39,10 @@ pub(crate) struct Scratch {
     pub proj: Vec<[DVec3; 2]>,
     /// Energy per rigid element.
     pub proj_energy: Vec<f64>,
+    /// Scaled edge vector per render-edge spring.
+    pub springs: Vec<DVec3>,
+    /// Energy per render-edge spring.
+    pub spring_energy: Vec<f64>,
     /// Target per curved bending row.
     pub curved: Vec<DVec3>,
     /// Energy per curved bending row.
@@ -89,12 +93,15 @@ impl Scratch {
         let n = model.mesh.node_count();
         let t = model.terms.rigid.nodes.len();
         let c = model.terms.bending.curved.len();
+        let sp = model.terms.springs.nodes.len();
         Self {
             x_tilde: vec![DVec3::ZERO; n],
             rhs_const: vec![DVec3::ZERO; n],
             rhs: vec![DVec3::ZERO; n],
             proj: vec![[DVec3::ZERO; 2]; t],
             proj_energy: vec![0.0; t],
+            springs: vec![DVec3::ZERO; sp],
+            spring_energy: vec![0.0; sp],
             curved: vec![DVec3::ZERO; c],
             curved_energy: vec![0.0; c],
             solve: vec![DVec3::ZERO; model.free_nodes.len()],
@@ -148,11 +155,13 @@ pub(crate) fn solve_substep(
 fn project_and_assemble(model: &ClothModel, x: &[DVec3], scratch: &mut Scratch) {
     let terms = &model.terms;
     terms.project_rigid(x, &mut scratch.proj, &mut scratch.proj_energy);
+    terms.project_springs(x, &mut scratch.springs, &mut scratch.spring_energy);
     if !terms.bending.curved.is_empty() {
         terms.project_curved(x, &mut scratch.curved, &mut scratch.curved_energy);
     }
     scratch.rhs.copy_from_slice(&scratch.rhs_const);
     terms.scatter_rigid(&scratch.proj, &mut scratch.rhs);
+    terms.scatter_springs(&scratch.springs, &mut scratch.rhs);
     if !terms.bending.curved.is_empty() {
         terms.scatter_curved(&scratch.curved, &mut scratch.rhs);
     }
@@ -207,8 +216,48 @@ fn evaluate(
         f += 0.5 * m * (xs[i] - scratch.x_tilde[node]).length_squared();
     }
     f += scratch.proj_energy.iter().sum::<f64>();
+    f += scratch.spring_energy.iter().sum::<f64>();
     f += scratch.curved_energy.iter().sum::<f64>();
     f + model.terms.quadratic_energy(x)
+}
+
+/// Static energy `E(x) - sum m g . x` (up to a constant) and its gradient over the free nodes in
+/// the factor's ordering (`grad[i]` belongs to node `solve_order[i]`). At an equilibrium under
+/// `gravity` the gradient is zero, whatever solver reached it.
+pub(crate) fn static_gradient(
+    model: &ClothModel,
+    x: &[DVec3],
+    gravity: DVec3,
+    scratch: &mut Scratch,
+    grad: &mut [DVec3],
+) -> f64 {
+    let cp = &model.coupling;
+    let mut potential = 0.0;
+    for (fi, &node) in model.free_nodes.iter().enumerate() {
+        let i = node as usize;
+        let mut b = model.masses[i] * gravity;
+        potential -= model.masses[i] * gravity.dot(x[i]);
+        for k in cp.row_ptr[fi] as usize..cp.row_ptr[fi + 1] as usize {
+            b -= cp.vals[k] * x[cp.pins[k] as usize];
+        }
+        scratch.rhs_const[i] = b;
+    }
+    project_and_assemble(model, x, scratch);
+    let k = &model.stiffness_perm;
+    let order = &model.solve_order;
+    for (i, &node) in order.iter().enumerate() {
+        let (cols, vals) = k.row(i);
+        let mut kx = DVec3::ZERO;
+        for (&c, &v) in cols.iter().zip(vals) {
+            kx += v * x[order[c as usize] as usize];
+        }
+        grad[i] = kx - scratch.rhs[node as usize];
+    }
+    potential
+        + scratch.proj_energy.iter().sum::<f64>()
+        + scratch.spring_energy.iter().sum::<f64>()
+        + scratch.curved_energy.iter().sum::<f64>()
+        + model.terms.quadratic_energy(x)
 }
 
 fn dot(a: &[DVec3], b: &[DVec3]) -> f64 {

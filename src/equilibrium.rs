@@ -1,0 +1,344 @@
+//! Static equilibrium by projected Newton: the converged reference the budgeted stepper is
+//! measured against, and a pre-settle that drapes a cloth before its first frame.
+//!
+//! Local-global iterations converge slowly on stiff isometry: the constant matrix treats every
+//! rotation of a red triangle as stretch, so a soft bending mode moves by a fraction
+//! `k_b / W` of its error per iteration and can look converged (steps of 1e-9 m) while forces are
+//! still far from balanced. Newton's method uses the true Hessian instead: each iteration
+//! assembles it (per-element Hessians projected onto their positive semidefinite part, with a
+//! Levenberg-Marquardt mass shift when a step fails), factors it and line-searches on the energy.
+//! It stops on the force residual `|grad E - M g|`, which no stall can fake. It allocates and
+//! refactors every iteration: a tool for set-up and tests, not for the frame loop.
+
+use glam::{DVec2, DVec3};
+
+use crate::energy::{deformation_gradient, nearest_rotation};
+use crate::error::ClothError;
+use crate::factor::{NumericFactor, SymbolicFactor};
+use crate::model::ClothModel;
+use crate::solver::{Scratch, static_gradient};
+use crate::sparse::CsrMatrix;
+
+/// What [`crate::Cloth::relax`] reached.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RelaxReport {
+    /// Newton iterations run.
+    pub iterations: u32,
+    /// Largest force residual over free nodes at the end, in newtons.
+    pub force_residual: f64,
+    /// Whether the residual fell below the requested tolerance.
+    pub converged: bool,
+}
+
+/// Marks a pinned node in the node-to-unknown map.
+const PINNED: u32 = u32::MAX;
+/// Most step halvings per line search.
+const MAX_BACKTRACKS: u32 = 40;
+
+/// Newton iterations on the static energy over the free nodes of `x` (pinned nodes stay where
+/// `x` has them) until the largest nodal force residual is below `tolerance` newtons.
+pub(crate) fn relax(
+    model: &ClothModel,
+    x: &mut [DVec3],
+    gravity: DVec3,
+    tolerance: f64,
+    max_iterations: u32,
+    scratch: &mut Scratch,
+) -> Result<RelaxReport, ClothError> {
+    let nf = model.free_nodes.len();
+    let order = &model.solve_order;
+    if nf == 0 {
+        return Ok(RelaxReport {
+            converged: true,
+            ..Default::default()
+        });
+    }
+    let mut slot = vec![PINNED; x.len()];
+    for (i, &node) in order.iter().enumerate() {
+        slot[node as usize] = i as u32;
+    }
+    let mut grad = vec![DVec3::ZERO; nf];
+    let mut trial_grad = vec![DVec3::ZERO; nf];
+    let mut x0 = vec![DVec3::ZERO; nf];
+    let mut step = vec![0.0; 3 * nf];
+    let mut triplets = Vec::new();
+    let mut symbolic: Option<SymbolicFactor> = None;
+    // Levenberg-Marquardt shift, as a multiple of each node's mass (1/s^2).
+    let mut shift = 1e-3;
+    let mut energy = static_gradient(model, x, gravity, scratch, &mut grad);
+    let residual = |g: &[DVec3]| g.iter().map(|v| v.length()).fold(0.0f64, f64::max);
+    let mut report = RelaxReport {
+        force_residual: residual(&grad),
+        ..Default::default()
+    };
+    while report.iterations < max_iterations {
+        if report.force_residual < tolerance {
+            report.converged = true;
+            break;
+        }
+        report.iterations += 1;
+        triplets.clear();
+        hessian(model, x, &slot, &mut triplets);
+        for (i, &node) in order.iter().enumerate() {
+            let d = shift * model.masses[node as usize].max(1e-12);
+            for c in 0..3 {
+                let k = 3 * i as u32 + c;
+                triplets.push((k, k, d));
+            }
+        }
+        let h = CsrMatrix::from_triplets(3 * nf, &mut triplets);
+        if symbolic.is_none() {
+            symbolic = Some(SymbolicFactor::analyze(&h)?);
+        }
+        let sym = symbolic.as_ref().expect("analysed above");
+        let factor = match NumericFactor::factorize(sym, &h) {
+            Ok(f) => f,
+            Err(_) => {
+                shift *= 10.0;
+                continue;
+            }
+        };
+        let perm = sym.perm();
+        for (k, &p) in perm.iter().enumerate() {
+            let p = p as usize;
+            step[k] = -grad[p / 3][p % 3];
+        }
+        factor.solve_scalar_permuted(sym, &mut step);
+        let mut d = vec![DVec3::ZERO; nf];
+        for (k, &p) in perm.iter().enumerate() {
+            let p = p as usize;
+            d[p / 3][p % 3] = step[k];
+        }
+        let slope: f64 = grad.iter().zip(&d).map(|(g, d)| g.dot(*d)).sum();
+        for (i, &node) in order.iter().enumerate() {
+            x0[i] = x[node as usize];
+        }
+        let mut alpha = 1.0;
+        let mut accepted = false;
+        for _ in 0..MAX_BACKTRACKS {
+            for (i, &node) in order.iter().enumerate() {
+                x[node as usize] = x0[i] + alpha * d[i];
+            }
+            let e = static_gradient(model, x, gravity, scratch, &mut trial_grad);
+            if e <= energy + 1e-4 * alpha * slope || (e - energy).abs() <= 1e-15 * energy.abs() {
+                energy = e;
+                std::mem::swap(&mut grad, &mut trial_grad);
+                accepted = true;
+                break;
+            }
+            alpha *= 0.5;
+        }
+        if accepted {
+            shift = (shift / 3.0).max(1e-6);
+        } else {
+            for (i, &node) in order.iter().enumerate() {
+                x[node as usize] = x0[i];
+            }
+            shift *= 10.0;
+        }
+        report.force_residual = residual(&grad);
+    }
+    report.converged = report.force_residual < tolerance;
+    Ok(report)
+}
+
+/// Pushes the Hessian of the static energy (each element's part projected to be positive
+/// semidefinite) over the free unknowns `3 * slot[node] + axis`.
+fn hessian(model: &ClothModel, x: &[DVec3], slot: &[u32], out: &mut Vec<(u32, u32, f64)>) {
+    let terms = &model.terms;
+    // Quadratic rows (conformity, boundary, bending): w c_a c_b on each axis. Curved bending
+    // rows use the same Gauss-Newton block.
+    for rows in [&terms.linear, &terms.bending.rows] {
+        for r in 0..rows.len() {
+            let (nodes, coefs) = rows.row(r);
+            let w = rows.weight[r];
+            for (&a, &ca) in nodes.iter().zip(coefs) {
+                for (&b, &cb) in nodes.iter().zip(coefs) {
+                    let (sa, sb) = (slot[a as usize], slot[b as usize]);
+                    if sa != PINNED && sb != PINNED {
+                        for c in 0..3 {
+                            out.push((3 * sa + c, 3 * sb + c, w * ca * cb));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let mut push_block = |a: u32, b: u32, m: &[[f64; 3]; 3]| {
+        let (sa, sb) = (slot[a as usize], slot[b as usize]);
+        if sa != PINNED && sb != PINNED {
+            for (i, row) in m.iter().enumerate() {
+                for (j, &v) in row.iter().enumerate() {
+                    out.push((3 * sa + i as u32, 3 * sb + j as u32, v));
+                }
+            }
+        }
+    };
+    // Isometry: H = G^T H_F G with H_F the projected Hessian of (w/2)|F - R(F)|^2.
+    let rigid = &terms.rigid;
+    for e in 0..rigid.nodes.len() {
+        let f = deformation_gradient(&rigid.nodes[e], &rigid.grad[e], x);
+        let hf = isometry_hessian(f, rigid.weight[e]);
+        let g: &[DVec2; 3] = &rigid.grad[e];
+        for a in 0..3 {
+            for b in 0..3 {
+                let mut m = [[0.0; 3]; 3];
+                for (i, row) in m.iter_mut().enumerate() {
+                    for (j, v) in row.iter_mut().enumerate() {
+                        for c in 0..2 {
+                            for d in 0..2 {
+                                *v += g[a][c] * g[b][d] * hf[3 * c + i][3 * d + j];
+                            }
+                        }
+                    }
+                }
+                push_block(rigid.nodes[e][a], rigid.nodes[e][b], &m);
+            }
+        }
+    }
+    // Render-edge springs: w [u u^T + max(1 - r/l, 0) (I - u u^T)].
+    let sp = &terms.springs;
+    for ((&[a, b], &w), &rest) in sp.nodes.iter().zip(&sp.weight).zip(&sp.rest) {
+        let d = x[a as usize] - x[b as usize];
+        let l = d.length().max(1e-300);
+        let u = d / l;
+        let t = (1.0 - rest / l).max(0.0);
+        let mut m = [[0.0; 3]; 3];
+        for (i, row) in m.iter_mut().enumerate() {
+            for (j, v) in row.iter_mut().enumerate() {
+                let id = if i == j { 1.0 } else { 0.0 };
+                *v = w * (u[i] * u[j] + t * (id - u[i] * u[j]));
+            }
+        }
+        let neg = m.map(|r| r.map(|v| -v));
+        push_block(a, a, &m);
+        push_block(b, b, &m);
+        push_block(a, b, &neg);
+        push_block(b, a, &neg);
+    }
+}
+
+/// Hessian of `(w/2)|F - R(F)|^2` in the six entries of `F` (column-major: `3 * column + axis`),
+/// by central differences of its gradient `w (F - R(F))`, projected onto its positive
+/// semidefinite part.
+#[allow(clippy::needless_range_loop)] // index loops read as the matrix algebra they implement
+fn isometry_hessian(f: [DVec3; 2], w: f64) -> [[f64; 6]; 6] {
+    let scale = f[0].length().max(f[1].length()).max(1e-12);
+    let h = 1e-6 * scale;
+    let grad = |f: [DVec3; 2]| {
+        let r = nearest_rotation(f);
+        let (g0, g1) = (f[0] - r[0], f[1] - r[1]);
+        [g0.x, g0.y, g0.z, g1.x, g1.y, g1.z]
+    };
+    let mut m = [[0.0; 6]; 6];
+    for k in 0..6 {
+        let mut plus = f;
+        let mut minus = f;
+        plus[k / 3][k % 3] += h;
+        minus[k / 3][k % 3] -= h;
+        let (gp, gm) = (grad(plus), grad(minus));
+        for i in 0..6 {
+            m[i][k] = w * (gp[i] - gm[i]) / (2.0 * h);
+        }
+    }
+    for i in 0..6 {
+        for k in 0..i {
+            let s = 0.5 * (m[i][k] + m[k][i]);
+            m[i][k] = s;
+            m[k][i] = s;
+        }
+    }
+    project_psd(m)
+}
+
+/// The nearest positive semidefinite matrix: symmetric Jacobi eigen-decomposition, negative
+/// eigenvalues set to zero.
+#[allow(clippy::needless_range_loop)] // Jacobi rotations update rows and columns by index
+fn project_psd(mut a: [[f64; 6]; 6]) -> [[f64; 6]; 6] {
+    let mut v = [[0.0; 6]; 6];
+    for (i, row) in v.iter_mut().enumerate() {
+        row[i] = 1.0;
+    }
+    let norm: f64 = a.iter().flatten().map(|x| x * x).sum::<f64>().sqrt();
+    for _sweep in 0..50 {
+        let off: f64 = (0..6)
+            .flat_map(|i| (0..6).filter(move |&j| j != i).map(move |j| (i, j)))
+            .map(|(i, j)| a[i][j] * a[i][j])
+            .sum::<f64>()
+            .sqrt();
+        if off <= 1e-15 * norm.max(1e-300) {
+            break;
+        }
+        for p in 0..6 {
+            for q in p + 1..6 {
+                if a[p][q].abs() <= 1e-300 {
+                    continue;
+                }
+                let theta = (a[q][q] - a[p][p]) / (2.0 * a[p][q]);
+                let t = theta.signum() / (theta.abs() + (theta * theta + 1.0).sqrt());
+                let t = if theta == 0.0 { 1.0 } else { t };
+                let c = 1.0 / (t * t + 1.0).sqrt();
+                let s = t * c;
+                for k in 0..6 {
+                    let (akp, akq) = (a[k][p], a[k][q]);
+                    a[k][p] = c * akp - s * akq;
+                    a[k][q] = s * akp + c * akq;
+                }
+                for k in 0..6 {
+                    let (apk, aqk) = (a[p][k], a[q][k]);
+                    a[p][k] = c * apk - s * aqk;
+                    a[q][k] = s * apk + c * aqk;
+                }
+                for row in v.iter_mut() {
+                    let (vp, vq) = (row[p], row[q]);
+                    row[p] = c * vp - s * vq;
+                    row[q] = s * vp + c * vq;
+                }
+            }
+        }
+    }
+    let mut out = [[0.0; 6]; 6];
+    for k in 0..6 {
+        let lambda = a[k][k].max(0.0);
+        if lambda == 0.0 {
+            continue;
+        }
+        for i in 0..6 {
+            for j in 0..6 {
+                out[i][j] += lambda * v[i][k] * v[j][k];
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Projection keeps a PSD matrix (to 1e-10) and removes a negative eigenvalue exactly.
+    #[test]
+    fn psd_projection_clamps_only_negative_eigenvalues() {
+        let mut a = [[0.0; 6]; 6];
+        for (i, row) in a.iter_mut().enumerate() {
+            for (j, v) in row.iter_mut().enumerate() {
+                *v = if i == j {
+                    3.0 + i as f64
+                } else {
+                    0.3 / (1.0 + (i + j) as f64)
+                };
+            }
+        }
+        let p = project_psd(a);
+        for i in 0..6 {
+            for j in 0..6 {
+                assert!((p[i][j] - a[i][j]).abs() < 1e-10, "{i} {j}");
+            }
+        }
+        let mut d = [[0.0; 6]; 6];
+        d[0][0] = -2.0;
+        d[1][1] = 5.0;
+        let p = project_psd(d);
+        assert!(p[0][0].abs() < 1e-14 && (p[1][1] - 5.0).abs() < 1e-14);
+    }
+}

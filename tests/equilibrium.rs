@@ -1,0 +1,162 @@
+//! The static equilibrium solver (`Cloth::relax`) and what it measures: that the budgeted stepper
+//! settles where the forces balance, how the droop of an irregular clamped strip depends on the
+//! isometry weight (locking), and that the render-edge term holds the rendered mesh together.
+//! Each test states the expected behaviour and its tolerance.
+
+use std::sync::Arc;
+
+use glam::Vec3;
+use isocloth::{
+    BaseMesh, Cloth, ClothMesh, ClothModel, Integrator, Material, SolverMethod, SolverSettings,
+};
+
+const CELLS: (usize, usize) = (12, 4);
+
+/// A 0.5 x 0.15 m strip on a jittered Delaunay-like triangulation in the horizontal plane,
+/// clamped along its short edge (two columns of vertices and the edges between them pinned).
+/// Returns the mesh, the pins and the tip vertices.
+fn clamped_strip(plain: bool) -> (Arc<ClothMesh>, Vec<u32>, Vec<u32>) {
+    let (cx, cy) = CELLS;
+    let base = BaseMesh::jittered_rectangle(0.5, 0.15, cx, cy, 0.3, 7)
+        .unwrap()
+        .map_positions(|p| Vec3::new(p.x, 0.0, p.y));
+    let mesh = if plain {
+        ClothMesh::plain(&base).unwrap()
+    } else {
+        ClothMesh::new(&base).unwrap()
+    };
+    let clamp: Vec<u32> = (0..=cy)
+        .flat_map(|j| {
+            [
+                BaseMesh::grid_index(cx, 0, j),
+                BaseMesh::grid_index(cx, 1, j),
+            ]
+        })
+        .collect();
+    let pins = mesh.nodes_for_vertices(&clamp, true);
+    let tip = (0..=cy).map(|j| BaseMesh::grid_index(cx, cx, j)).collect();
+    (Arc::new(mesh), pins, tip)
+}
+
+fn droop(cloth: &Cloth, tip: &[u32]) -> f64 {
+    -tip.iter()
+        .map(|&v| cloth.positions()[v as usize].y)
+        .sum::<f64>()
+        / tip.len() as f64
+}
+
+fn strip_cloth(plain: bool, material: Material, settings: SolverSettings) -> (Cloth, Vec<u32>) {
+    let (mesh, pins, tip) = clamped_strip(plain);
+    let model = ClothModel::new(mesh, material, &pins, settings).unwrap();
+    (Cloth::new(model), tip)
+}
+
+/// Newton's method reaches a true equilibrium (largest nodal force below 1e-7 N, the strip
+/// weighs 0.15 N), and the budgeted stepper, run until a step moves no node by more than 1e-9 m
+/// (backward Euler, 1/60 s, L-BFGS with 16 pairs, 200 iterations), settles at the same droop to
+/// within 1 % (measured: 59.3 mm both ways). Its leftover force stays below 3e-3 N (2 % of the
+/// weight; measured 1.7e-3 N): a local-global step that moves nothing is not yet an equilibrium.
+#[test]
+fn stepper_settles_at_the_newton_equilibrium() {
+    let material = Material {
+        bending_stiffness: 0.2,
+        ..Default::default()
+    };
+    let (mut reference, tip) = strip_cloth(false, material, SolverSettings::default());
+    let report = reference.relax(1e-7, 500).unwrap();
+    assert!(report.converged, "{report:?}");
+    assert!(reference.force_residual() < 1e-7);
+    let settings = SolverSettings {
+        substeps: 1,
+        iterations: 200,
+        integrator: Integrator::BackwardEuler,
+        method: SolverMethod::Lbfgs { history: 16 },
+        ..Default::default()
+    };
+    let (mut cloth, _) = strip_cloth(false, material, settings);
+    let mut prev = cloth.positions().to_vec();
+    for _ in 0..3000 {
+        cloth.step(1.0 / 60.0).unwrap();
+        let change = cloth
+            .positions()
+            .iter()
+            .zip(&prev)
+            .map(|(p, q)| p.distance(*q))
+            .fold(0.0, f64::max);
+        prev.copy_from_slice(cloth.positions());
+        if change < 1e-9 {
+            break;
+        }
+    }
+    let (a, b) = (droop(&reference, &tip), droop(&cloth, &tip));
+    assert!((a - b).abs() < 0.01 * a, "newton {a} stepper {b}");
+    assert!(cloth.force_residual() < 3e-3, "{}", cloth.force_residual());
+}
+
+/// Locking, measured at equilibrium (Newton, force residual below 1e-4 N), with weak bending
+/// (k_b = 0.002) so that the strip hangs: raising the isometry weight 100x (1e5 -> 1e7 N/m)
+/// lowers the red/black strip's droop by less than 10 % (measured: 400 -> 376 mm, 6 %), while
+/// the plain mesh, every base triangle rigid, locks: at 100x it droops less than half as far
+/// (measured: 410 -> 162 mm). The core issue asks for 5 %; see the README's known limits.
+#[test]
+fn red_black_strip_locks_far_less_than_the_plain_mesh() {
+    let equilibrium = |plain: bool, w: f64| {
+        let material = Material {
+            bending_stiffness: 0.002,
+            stretch_stiffness: w,
+            ..Default::default()
+        };
+        let (mut cloth, tip) = strip_cloth(plain, material, SolverSettings::default());
+        let report = cloth.relax(1e-7, 3000).unwrap();
+        assert!(
+            report.force_residual < 1e-4,
+            "plain {plain} w {w}: {report:?}"
+        );
+        droop(&cloth, &tip)
+    };
+    let (rb, rb100) = (equilibrium(false, 1e5), equilibrium(false, 1e7));
+    let (pl, pl100) = (equilibrium(true, 1e5), equilibrium(true, 1e7));
+    assert!(rb100 > 0.9 * rb, "red/black {rb} -> {rb100}");
+    assert!(pl100 < 0.5 * pl, "plain {pl} -> {pl100}");
+    assert!(pl100 < 0.5 * rb100, "plain {pl100} red/black {rb100}");
+}
+
+/// Twist modes: with weak bending (the default k_b = 1e-4) adjacent red triangles can turn against
+/// each other at almost no cost, and without the render-edge term the rendered mesh of the
+/// two-pin square released from horizontal stretches by tens of percent within 2 s (measured:
+/// 65 % at the default 2 x 5 budget). With the default render-edge stiffness the worst max strain
+/// over those 2 s stays below 1 % (measured: 0.58 %) and the worst mean below 0.1 %.
+#[test]
+fn render_edge_term_suppresses_twist_mode_strain() {
+    let worst = |stiffness: f64| {
+        let cells = 16;
+        let base = BaseMesh::rectangle(1.0, 1.0, cells, cells)
+            .unwrap()
+            .map_positions(|p| Vec3::new(p.x, 1.0, -p.y));
+        let mesh = ClothMesh::new(&base).unwrap();
+        let pins = mesh.nodes_for_vertices(
+            &[
+                BaseMesh::grid_index(cells, 0, 0),
+                BaseMesh::grid_index(cells, cells, 0),
+            ],
+            false,
+        );
+        let material = Material {
+            render_edge_stiffness: stiffness,
+            ..Default::default()
+        };
+        let mut cloth = Cloth::from_mesh(mesh, material, &pins, SolverSettings::default()).unwrap();
+        let (mut max, mut mean) = (0.0f64, 0.0f64);
+        for _ in 0..120 {
+            cloth.step(1.0 / 60.0).unwrap();
+            let m = cloth.measures();
+            max = max.max(m.max_strain);
+            mean = mean.max(m.mean_strain);
+        }
+        (max, mean)
+    };
+    let (off, _) = worst(0.0);
+    let (on, on_mean) = worst(Material::default().render_edge_stiffness);
+    assert!(off > 0.1, "without the term: {off}");
+    assert!(on < 0.01 && on_mean < 1e-3, "with the term: {on} {on_mean}");
+}
