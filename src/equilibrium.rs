@@ -61,6 +61,7 @@ pub(crate) fn relax(
     let mut trial_grad = vec![DVec3::ZERO; nf];
     let mut x0 = vec![DVec3::ZERO; nf];
     let mut step = vec![0.0; 3 * nf];
+    let mut d = vec![DVec3::ZERO; nf];
     let mut triplets = Vec::new();
     let mut symbolic: Option<SymbolicFactor> = None;
     // Levenberg-Marquardt shift, as a multiple of each node's mass (1/s^2).
@@ -104,7 +105,6 @@ pub(crate) fn relax(
             step[k] = -grad[p / 3][p % 3];
         }
         factor.solve_scalar_permuted(sym, &mut step);
-        let mut d = vec![DVec3::ZERO; nf];
         for (k, &p) in perm.iter().enumerate() {
             let p = p as usize;
             d[p / 3][p % 3] = step[k];
