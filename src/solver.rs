@@ -133,15 +133,11 @@ pub(crate) fn solve_substep(
     let inv_ht2 = 1.0 / (ht * ht);
 
     // Constant right-hand side: M x~ / h~^2 - S_FP x_P (free rows only are read).
-    let cp = &model.coupling;
-    for (fi, &node) in model.free_nodes.iter().enumerate() {
-        let i = node as usize;
-        let mut b = model.masses[i] * inv_ht2 * scratch.x_tilde[i];
-        for k in cp.row_ptr[fi] as usize..cp.row_ptr[fi + 1] as usize {
-            b -= cp.vals[k] * x[cp.pins[k] as usize];
-        }
-        scratch.rhs_const[i] = b;
-    }
+    let x_tilde = std::mem::take(&mut scratch.x_tilde);
+    fill_rhs_const(model, x, scratch, |i| {
+        model.masses[i] * inv_ht2 * x_tilde[i]
+    });
+    scratch.x_tilde = x_tilde;
 
     match model.settings.method {
         SolverMethod::LocalGlobal => local_global(model, symbolic, factor, iterations, x, scratch),
@@ -149,6 +145,33 @@ pub(crate) fn solve_substep(
             lbfgs(model, symbolic, factor, inv_ht2, iterations, x, scratch)
         }
     }
+}
+
+/// `rhs_const[i] = load(i) - (S_FP x_P)_i` for every free node `i`.
+fn fill_rhs_const(
+    model: &ClothModel,
+    x: &[DVec3],
+    scratch: &mut Scratch,
+    load: impl Fn(usize) -> DVec3,
+) {
+    let cp = &model.coupling;
+    for (fi, &node) in model.free_nodes.iter().enumerate() {
+        let i = node as usize;
+        let mut b = load(i);
+        for k in cp.row_ptr[fi] as usize..cp.row_ptr[fi + 1] as usize {
+            b -= cp.vals[k] * x[cp.pins[k] as usize];
+        }
+        scratch.rhs_const[i] = b;
+    }
+}
+
+/// Energy of every term at the positions of the last [`project_and_assemble`]: the projected
+/// terms' per-element energies plus the quadratic rows at `x`.
+fn terms_energy(model: &ClothModel, x: &[DVec3], scratch: &Scratch) -> f64 {
+    scratch.proj_energy.iter().sum::<f64>()
+        + scratch.spring_energy.iter().sum::<f64>()
+        + scratch.curved_energy.iter().sum::<f64>()
+        + model.terms.quadratic_energy(x)
 }
 
 /// Local step at `x`, then `rhs = rhs_const + sum_c w_c A_c^T p_c`.
@@ -215,10 +238,7 @@ fn evaluate(
         g[i] = kx - scratch.rhs[node];
         f += 0.5 * m * (xs[i] - scratch.x_tilde[node]).length_squared();
     }
-    f += scratch.proj_energy.iter().sum::<f64>();
-    f += scratch.spring_energy.iter().sum::<f64>();
-    f += scratch.curved_energy.iter().sum::<f64>();
-    f + model.terms.quadratic_energy(x)
+    f + terms_energy(model, x, scratch)
 }
 
 /// Static energy `E(x) - sum m g . x` (up to a constant) and its gradient over the free nodes in
@@ -231,17 +251,12 @@ pub(crate) fn static_gradient(
     scratch: &mut Scratch,
     grad: &mut [DVec3],
 ) -> f64 {
-    let cp = &model.coupling;
-    let mut potential = 0.0;
-    for (fi, &node) in model.free_nodes.iter().enumerate() {
-        let i = node as usize;
-        let mut b = model.masses[i] * gravity;
-        potential -= model.masses[i] * gravity.dot(x[i]);
-        for k in cp.row_ptr[fi] as usize..cp.row_ptr[fi + 1] as usize {
-            b -= cp.vals[k] * x[cp.pins[k] as usize];
-        }
-        scratch.rhs_const[i] = b;
-    }
+    fill_rhs_const(model, x, scratch, |i| model.masses[i] * gravity);
+    let potential: f64 = model
+        .free_nodes
+        .iter()
+        .map(|&n| -model.masses[n as usize] * gravity.dot(x[n as usize]))
+        .sum();
     project_and_assemble(model, x, scratch);
     let k = &model.stiffness_perm;
     let order = &model.solve_order;
@@ -253,11 +268,7 @@ pub(crate) fn static_gradient(
         }
         grad[i] = kx - scratch.rhs[node as usize];
     }
-    potential
-        + scratch.proj_energy.iter().sum::<f64>()
-        + scratch.spring_energy.iter().sum::<f64>()
-        + scratch.curved_energy.iter().sum::<f64>()
-        + model.terms.quadratic_energy(x)
+    potential + terms_energy(model, x, scratch)
 }
 
 fn dot(a: &[DVec3], b: &[DVec3]) -> f64 {
