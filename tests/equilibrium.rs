@@ -10,13 +10,19 @@ use isocloth::{
     BaseMesh, Cloth, ClothMesh, ClothModel, Integrator, Material, SolverMethod, SolverSettings,
 };
 
+/// The strip's base grid for the stepper test and the coarse locking contrast.
 const CELLS: (usize, usize) = (12, 4);
+
+/// A finer base grid for the 5 % locking bound: the coarse grid's red/black droop still moves 6 %
+/// between W and 100 W through discretisation error, which shrinks with refinement (3.3 % here,
+/// 2.6 % at 21 x 7).
+const FINE_CELLS: (usize, usize) = (18, 6);
 
 /// A 0.5 x 0.15 m strip on a jittered Delaunay-like triangulation in the horizontal plane,
 /// clamped along its short edge (two columns of vertices and the edges between them pinned).
 /// Returns the mesh, the pins and the tip vertices.
-fn clamped_strip(plain: bool) -> (Arc<ClothMesh>, Vec<u32>, Vec<u32>) {
-    let (cx, cy) = CELLS;
+fn clamped_strip(plain: bool, cells: (usize, usize)) -> (Arc<ClothMesh>, Vec<u32>, Vec<u32>) {
+    let (cx, cy) = cells;
     let base = BaseMesh::jittered_rectangle(0.5, 0.15, cx, cy, 0.3, 7)
         .unwrap()
         .map_positions(|p| Vec3::new(p.x, 0.0, p.y));
@@ -46,7 +52,16 @@ fn droop(cloth: &Cloth, tip: &[u32]) -> f64 {
 }
 
 fn strip_cloth(plain: bool, material: Material, settings: SolverSettings) -> (Cloth, Vec<u32>) {
-    let (mesh, pins, tip) = clamped_strip(plain);
+    strip_cloth_on(plain, CELLS, material, settings)
+}
+
+fn strip_cloth_on(
+    plain: bool,
+    cells: (usize, usize),
+    material: Material,
+    settings: SolverSettings,
+) -> (Cloth, Vec<u32>) {
+    let (mesh, pins, tip) = clamped_strip(plain, cells);
     let model = ClothModel::new(mesh, material, &pins, settings).unwrap();
     (Cloth::new(model), tip)
 }
@@ -93,29 +108,61 @@ fn stepper_settles_at_the_newton_equilibrium() {
     assert!(cloth.force_residual() < 3e-3, "{}", cloth.force_residual());
 }
 
-/// Locking, measured at equilibrium (Newton, force residual below 1e-4 N), with weak bending
-/// (k_b = 0.002) so that the strip hangs: raising the isometry weight 100x (1e5 -> 1e7 N/m)
-/// lowers the red/black strip's droop by less than 10 % (measured: 400 -> 376 mm, 6 %), while
-/// the plain mesh, every base triangle rigid, locks: at 100x it droops less than half as far
-/// (measured: 410 -> 162 mm). The core issue asks for 5 %; see the README's known limits.
+/// Droop of the clamped strip at Newton equilibrium (force residual below 1e-4 N; the strip
+/// weighs 0.15 N), with weak bending (k_b = 0.002) so that it hangs.
+fn strip_equilibrium(plain: bool, cells: (usize, usize), w: f64) -> f64 {
+    let material = Material {
+        bending_stiffness: 0.002,
+        stretch_stiffness: w,
+        ..Default::default()
+    };
+    let (mut cloth, tip) = strip_cloth_on(plain, cells, material, SolverSettings::default());
+    let report = cloth.relax(1e-5, 3000).unwrap();
+    assert!(
+        report.force_residual < 1e-4,
+        "plain {plain} cells {cells:?} w {w}: {report:?}"
+    );
+    droop(&cloth, &tip)
+}
+
+/// No locking (the core issue's bound): on the 18 x 6 jittered strip, raising the isometry
+/// weight 100x (default 1e5 -> 1e7 N/m) changes the red/black droop by less than 5 % (measured:
+/// 423.6 -> 409.9 mm, 3.3 %; at 1e9, 401 mm). The plain mesh on the same triangulation loses
+/// more than twice as much (measured: 439.4 -> 398.7 mm, 9.3 %; 317 mm at 1e8 and 189 mm at 1e9,
+/// not fully converged there) and at 100x droops less than the red/black strip.
+#[test]
+fn red_black_strip_droop_is_independent_of_the_isometry_weight() {
+    let (rb, rb100) = (
+        strip_equilibrium(false, FINE_CELLS, 1e5),
+        strip_equilibrium(false, FINE_CELLS, 1e7),
+    );
+    let (pl, pl100) = (
+        strip_equilibrium(true, FINE_CELLS, 1e5),
+        strip_equilibrium(true, FINE_CELLS, 1e7),
+    );
+    let (rb_loss, pl_loss) = (1.0 - rb100 / rb, 1.0 - pl100 / pl);
+    assert!(rb_loss.abs() < 0.05, "red/black {rb} -> {rb100}");
+    assert!(
+        pl_loss > 2.0 * rb_loss,
+        "plain {pl} -> {pl100}, red/black {rb} -> {rb100}"
+    );
+    assert!(pl100 < rb100, "plain {pl100} red/black {rb100}");
+}
+
+/// Locking contrast on the coarse 12 x 4 strip, where it is stark: at 100x the weight the plain
+/// mesh, every base triangle rigid, droops less than half as far as at 1x (measured: 410 -> 162
+/// mm), while the red/black strip keeps more than 90 % of its droop (measured: 400 -> 376 mm,
+/// 6 %: coarse-mesh discretisation error, 3.3 % on the 18 x 6 strip above).
 #[test]
 fn red_black_strip_locks_far_less_than_the_plain_mesh() {
-    let equilibrium = |plain: bool, w: f64| {
-        let material = Material {
-            bending_stiffness: 0.002,
-            stretch_stiffness: w,
-            ..Default::default()
-        };
-        let (mut cloth, tip) = strip_cloth(plain, material, SolverSettings::default());
-        let report = cloth.relax(1e-7, 3000).unwrap();
-        assert!(
-            report.force_residual < 1e-4,
-            "plain {plain} w {w}: {report:?}"
-        );
-        droop(&cloth, &tip)
-    };
-    let (rb, rb100) = (equilibrium(false, 1e5), equilibrium(false, 1e7));
-    let (pl, pl100) = (equilibrium(true, 1e5), equilibrium(true, 1e7));
+    let (rb, rb100) = (
+        strip_equilibrium(false, CELLS, 1e5),
+        strip_equilibrium(false, CELLS, 1e7),
+    );
+    let (pl, pl100) = (
+        strip_equilibrium(true, CELLS, 1e5),
+        strip_equilibrium(true, CELLS, 1e7),
+    );
     assert!(rb100 > 0.9 * rb, "red/black {rb} -> {rb100}");
     assert!(pl100 < 0.5 * pl, "plain {pl} -> {pl100}");
     assert!(pl100 < 0.5 * rb100, "plain {pl100} red/black {rb100}");
