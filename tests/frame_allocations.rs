@@ -1,0 +1,97 @@
+//! The frame loop allocates nothing after the first frame (core issue, stepper clause).
+//!
+//! This test binary installs a counting global allocator, so it holds a single test: other tests
+//! running beside it would add their own allocations to the process-wide count.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use glam::Vec3;
+use isocloth::{BaseMesh, Cloth, ClothMesh, Material, SolverMethod, SolverSettings};
+
+/// Counts every allocation and reallocation in the process, on any thread (rayon workers
+/// included), and forwards to the system allocator.
+struct Counting;
+
+static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every method forwards its arguments unchanged to `System`, which upholds the
+// `GlobalAlloc` contract; the counter is a relaxed atomic increment with no other effect.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: forwarded unchanged; the caller upholds `alloc`'s contract.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: as above.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: as above.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// After a first frame, 120 frames of a 2,025-node hanging sheet (both solvers, BDF2, moving pin
+/// targets, frames of uneven length that exercise the accumulator, render positions and normals
+/// written into reused buffers) make zero heap allocations on any thread.
+#[test]
+fn frame_loop_allocates_nothing_after_the_first_frame() {
+    let cells = 22;
+    let base = BaseMesh::rectangle(1.0, 1.0, cells, cells)
+        .unwrap()
+        .map_positions(|p| Vec3::new(p.x, p.y, 0.0));
+    let mesh = ClothMesh::new(&base).unwrap();
+    let top: Vec<u32> = (0..=cells)
+        .map(|i| BaseMesh::grid_index(cells, i, cells))
+        .collect();
+    let pins = mesh.nodes_for_vertices(&top, true);
+    for method in [
+        SolverMethod::Lbfgs { history: 5 },
+        SolverMethod::LocalGlobal,
+    ] {
+        let settings = SolverSettings {
+            method,
+            ..Default::default()
+        };
+        let mut cloth =
+            Cloth::from_mesh(mesh.clone(), Material::default(), &pins, settings).unwrap();
+        let (mut render, mut normals) = (Vec::new(), Vec::new());
+        let start: Vec<_> = pins
+            .iter()
+            .map(|&p| cloth.positions()[p as usize])
+            .collect();
+        let mut targets = start.clone();
+        let mut frame = |cloth: &mut Cloth, k: usize, targets: &mut Vec<glam::DVec3>| {
+            let shift = glam::DVec3::new(0.1 * (k as f64 * 0.05).sin(), 0.0, 0.0);
+            for (t, s) in targets.iter_mut().zip(&start) {
+                *t = *s + shift;
+            }
+            cloth.set_pin_targets(targets).unwrap();
+            let dt = if k % 3 == 0 { 1.0 / 45.0 } else { 1.0 / 60.0 };
+            cloth.step(dt).unwrap();
+            cloth.write_render_positions(&mut render);
+            cloth.write_render_normals(&mut normals);
+        };
+        frame(&mut cloth, 0, &mut targets);
+        let before = ALLOCATIONS.load(Ordering::Relaxed);
+        for k in 1..=120 {
+            frame(&mut cloth, k, &mut targets);
+        }
+        let made = ALLOCATIONS.load(Ordering::Relaxed) - before;
+        assert_eq!(made, 0, "{method:?}: {made} allocations in 120 frames");
+    }
+}
