@@ -81,7 +81,11 @@ fn frame_loop_allocates_nothing_after_the_first_frame() {
                 *t = *s + shift;
             }
             cloth.set_pin_targets(targets).unwrap();
-            let dt = if k.is_multiple_of(3) { 1.0 / 45.0 } else { 1.0 / 60.0 };
+            let dt = if k.is_multiple_of(3) {
+                1.0 / 45.0
+            } else {
+                1.0 / 60.0
+            };
             cloth.step(dt).unwrap();
             cloth.write_render_positions(&mut render);
             cloth.write_render_normals(&mut normals);
