@@ -13,13 +13,14 @@ use std::sync::Arc;
 
 use glam::{DVec3, Vec3};
 
+use crate::collision::{ColliderSet, ContactPass, ContactSettings};
 use crate::equilibrium::{RelaxReport, relax};
 use crate::error::ClothError;
 use crate::integrator::{History, Integrator, Scheme, predict, velocity};
 use crate::measures::{Measures, measure};
 use crate::mesh::ClothMesh;
 use crate::model::{ClothModel, SolverSettings};
-use crate::solver::{Scratch, solve_substep};
+use crate::solver::{Contact, ContactSolve, Scratch, solve_substep};
 
 /// What one call to [`Cloth::step`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -30,6 +31,8 @@ pub struct StepReport {
     pub iterations: u32,
     /// Substeps of backlog dropped by the catch-up cap.
     pub dropped_substeps: u32,
+    /// Nodes in contact with a collider after the last substep.
+    pub contacts: u32,
 }
 
 /// Positions and velocities of a cloth, now and one substep back (what BDF2 needs).
@@ -60,6 +63,9 @@ pub struct Cloth {
     accumulator: f64,
     scratch: Scratch,
     x_new: Vec<DVec3>,
+    contact: ContactSettings,
+    contact_pass: ContactPass,
+    contact_solve: ContactSolve,
 }
 
 impl Cloth {
@@ -83,6 +89,9 @@ impl Cloth {
             accumulator: 0.0,
             scratch,
             x_new: vec![DVec3::ZERO; n],
+            contact: ContactSettings::default(),
+            contact_pass: ContactPass::with_capacity(n),
+            contact_solve: ContactSolve::default(),
             model,
         }
     }
@@ -200,6 +209,18 @@ impl Cloth {
         Ok(())
     }
 
+    /// Contact settings (thickness, friction).
+    pub fn contact_settings(&self) -> &ContactSettings {
+        &self.contact
+    }
+
+    /// Changes the contact settings (validated; no refactorisation).
+    pub fn set_contact_settings(&mut self, contact: ContactSettings) -> Result<(), ClothError> {
+        contact.validate()?;
+        self.contact = contact;
+        Ok(())
+    }
+
     /// Sets the gravity (no refactorisation).
     pub fn set_gravity(&mut self, gravity: DVec3) -> Result<(), ClothError> {
         let mut s = self.settings;
@@ -263,8 +284,18 @@ impl Cloth {
 
     /// Advances by a frame of `dt` seconds: runs as many fixed substeps as the accumulated time
     /// holds (capped), interpolating pins from their positions at the start of the frame to the
-    /// targets. `dt` must be finite and non-negative.
+    /// targets. `dt` must be finite and non-negative. No colliders: see [`Cloth::step_with`].
     pub fn step(&mut self, dt: f64) -> Result<StepReport, ClothError> {
+        self.step_with(dt, &ColliderSet::EMPTY)
+    }
+
+    /// [`Cloth::step`] against kinematic bodies: each substep sees the colliders at their pose
+    /// interpolated across the frame (see [`crate::collision`]).
+    pub fn step_with(
+        &mut self,
+        dt: f64,
+        colliders: &ColliderSet,
+    ) -> Result<StepReport, ClothError> {
         if !(dt.is_finite() && dt >= 0.0) {
             return Err(ClothError::InvalidSetting {
                 name: "dt",
@@ -280,6 +311,7 @@ impl Cloth {
             substeps: run,
             iterations: run * self.settings.iterations,
             dropped_substeps: (wanted - run as u64).min(u32::MAX as u64) as u32,
+            contacts: 0,
         };
         if wanted > cap {
             self.accumulator = 0.0;
@@ -291,8 +323,10 @@ impl Cloth {
             for (i, &p) in self.model.pins.iter().enumerate() {
                 self.x_new[p as usize] = self.pin_start[i].lerp(self.pin_target[i], s);
             }
-            self.substep_with_pins_in_x_new();
+            let s0 = (k - 1) as f64 / run as f64;
+            self.substep_with_pins_in_x_new(colliders, s0, s);
         }
+        report.contacts = self.contact_pass.last_contacts as u32;
         if run > 0 {
             self.pin_start.copy_from_slice(&self.pin_target);
         } else {
@@ -307,12 +341,13 @@ impl Cloth {
         for (i, &p) in self.model.pins.iter().enumerate() {
             self.x_new[p as usize] = self.pin_target[i];
         }
-        self.substep_with_pins_in_x_new();
+        self.substep_with_pins_in_x_new(&ColliderSet::EMPTY, 0.0, 1.0);
         self.pin_start.copy_from_slice(&self.pin_target);
     }
 
-    /// One substep; pinned entries of `x_new` already hold their positions for the substep's end.
-    fn substep_with_pins_in_x_new(&mut self) {
+    /// One substep spanning fractions `s0..s1` of the frame (for the colliders' poses); pinned
+    /// entries of `x_new` already hold their positions for the substep's end.
+    fn substep_with_pins_in_x_new(&mut self, colliders: &ColliderSet, s0: f64, s1: f64) {
         let model = &*self.model;
         let h = model.settings.substep();
         let scheme = match (model.settings.integrator, self.state.has_history) {
@@ -336,17 +371,43 @@ impl Cloth {
         for &node in &model.free_nodes {
             self.x_new[node as usize] = self.scratch.x_tilde[node as usize];
         }
+        self.contact_pass.prepare(
+            colliders,
+            &self.contact,
+            h,
+            s0,
+            s1,
+            &model.free_nodes,
+            &st.positions,
+            &self.scratch.x_tilde,
+        );
         solve_substep(
             model,
             scheme,
             self.settings.iterations,
             &mut self.x_new,
             &mut self.scratch,
+            &mut Contact {
+                pass: &mut self.contact_pass,
+                x_start: &st.positions,
+                friction: self.contact.friction,
+                max_coupled: self.contact.max_coupled_contacts as usize,
+                cache: &mut self.contact_solve,
+            },
         );
-        // Velocities and history shift.
+        // Velocities and history shift. A substep in which a body stopped part of the cloth
+        // ends with backward-Euler velocities: BDF2 differentiates a quadratic through the last
+        // three positions, and after a sudden stop that quadratic rebounds (velocity -v/2),
+        // which would make every impact bounce. BDF2 resumes once contact is steady.
+        let impact = self.contact_pass.impacts > 0;
+        let vscheme = if impact {
+            Scheme::BackwardEuler
+        } else {
+            scheme
+        };
         for i in 0..st.positions.len() {
             let v = velocity(
-                scheme,
+                vscheme,
                 h,
                 self.x_new[i],
                 st.positions[i],
@@ -356,6 +417,21 @@ impl Cloth {
             st.velocities[i] = v;
             st.prev_positions[i] = st.positions[i];
             st.positions[i] = self.x_new[i];
+        }
+        // Contact is inelastic: a node on a body leaves the substep with the body's normal
+        // velocity, neither approaching it nor thrown off by the push that resolved it.
+        for &(i, n, body_move) in &self.contact_pass.touched {
+            let i = i as usize;
+            let v = st.velocities[i];
+            let body_v = body_move / h;
+            st.velocities[i] = v - (v - body_v).dot(n) * n;
+        }
+        if impact {
+            // Restart the history from this substep (the next substep is backward Euler).
+            for i in 0..st.positions.len() {
+                st.prev_velocities[i] = st.velocities[i];
+                st.prev_positions[i] = st.positions[i] - h * st.velocities[i];
+            }
         }
         st.has_history = true;
     }

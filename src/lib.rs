@@ -31,13 +31,15 @@
 //! [`energy`] (constraint terms and their local projections), `factor` (the sparse Cholesky, the
 //! only place faer is used), [`model`] (the prepared, shareable form), `solver` (the local-global
 //! iterations), [`integrator`] (BDF2 and backward Euler), [`cloth`] (state and stepping),
-//! [`measures`] (strain, isometry, conformity, energy), [`equilibrium`] (static
+//! [`measures`] (strain, isometry, conformity, energy), [`collision`] (kinematic capsules,
+//! spheres and planes; the only place parry3d is used), [`equilibrium`] (static
 //! equilibrium by Newton's method: pre-settling and converged references).
 
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod cloth;
+pub mod collision;
 pub mod energy;
 pub mod equilibrium;
 pub mod error;
@@ -50,6 +52,7 @@ mod solver;
 mod sparse;
 
 pub use cloth::{Cloth, ClothState, StepReport};
+pub use collision::{ColliderError, ColliderId, ColliderSet, ColliderShape, ContactSettings, Pose};
 pub use energy::{BendingRest, Material};
 pub use equilibrium::RelaxReport;
 pub use error::{ClothError, MeshError};

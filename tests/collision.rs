@@ -1,0 +1,180 @@
+//! Contact with kinematic bodies: resting on a capsule, friction on a slope, a fast thin limb
+//! that must not tunnel, and bad collider data. Each test states the behaviour and tolerance.
+
+use glam::{DQuat, DVec3, Vec3};
+use isocloth::{
+    BaseMesh, Cloth, ClothMesh, ColliderSet, ColliderShape, ContactSettings, Material, Pose,
+    SolverSettings,
+};
+
+/// A square sheet of `size` metres and `cells` base cells, horizontal at height `y`, centred on
+/// the origin; `pin_top` pins the row of vertices at -z.
+fn sheet(size: f64, cells: usize, y: f64, pinned: &[u32], vertical: bool) -> Cloth {
+    sheet_with(size, cells, y, pinned, vertical, SolverSettings::default())
+}
+
+fn sheet_with(
+    size: f64,
+    cells: usize,
+    y: f64,
+    pinned: &[u32],
+    vertical: bool,
+    settings: SolverSettings,
+) -> Cloth {
+    let base = BaseMesh::rectangle(size as f32, size as f32, cells, cells)
+        .unwrap()
+        .map_positions(|p| {
+            let (u, v) = (p.x - 0.5 * size as f32, p.y - 0.5 * size as f32);
+            if vertical {
+                Vec3::new(u, y as f32 + v, 0.0)
+            } else {
+                Vec3::new(u, y as f32, -v)
+            }
+        });
+    let mesh = ClothMesh::new(&base).unwrap();
+    let pins = mesh.nodes_for_vertices(pinned, true);
+    Cloth::from_mesh(mesh, Material::default(), &pins, settings).unwrap()
+}
+
+/// A capsule lying along the world X axis (local Y turned onto X), tilted by `tilt` radians
+/// about Z.
+fn lying_capsule(center: DVec3, half_height: f64, radius: f64, tilt: f64) -> (ColliderShape, Pose) {
+    let rotation =
+        DQuat::from_rotation_z(tilt) * DQuat::from_rotation_z(-std::f64::consts::FRAC_PI_2);
+    (
+        ColliderShape::Capsule {
+            half_height,
+            radius,
+        },
+        Pose::new(center, rotation),
+    )
+}
+
+fn kinetic(cloth: &Cloth) -> f64 {
+    cloth.measures().kinetic_energy
+}
+
+/// A 0.6 m sheet dropped 0.2 m onto a 0.1 m capsule should drape over it and come to rest on
+/// it: over 4 s no node deeper than 0.1 mm inside the body's thickness layer at any frame,
+/// kinetic energy at the end below 1 % of the energy the fall released, strain at rest below
+/// 0.1 % and during the impact below 10 %.
+///
+/// **Known failing, ignored until the contact solver is fixed (collision issue open).**
+/// Measured: penetration is fine (2e-8 m), but at 8 x 50 the sheet slides off the capsule
+/// (the impact strains the render mesh by 5.4 %); at the default 2 x 5 it stays on but keeps
+/// 12 % strain (62 % during the wrap); at 4 x 10 and 10 x 1 it slides off. Coupling every
+/// contact exactly into the global solve gave 0.15 % at 8 x 50, but costs a dense solve per
+/// iteration in the number of contacts (66 ms per frame for 441 contacts).
+#[test]
+#[ignore = "known failing: the draped sheet slides off or keeps strain; see the doc comment"]
+fn sheet_dropped_on_a_capsule_comes_to_rest_on_it() {
+    let settings = SolverSettings {
+        substeps: 8,
+        iterations: 50,
+        ..Default::default()
+    };
+    let mut cloth = sheet_with(0.6, 12, 0.3, &[], false, settings);
+    let mut colliders = ColliderSet::new();
+    let (shape, pose) = lying_capsule(DVec3::ZERO, 0.4, 0.1, 0.0);
+    colliders.add(shape, pose).unwrap();
+    let thickness = cloth.contact_settings().thickness;
+    let (mut worst_pen, mut worst_strain) = (0.0f64, 0.0f64);
+    let e0 = cloth.measures().gravitational_energy;
+    for _ in 0..240 {
+        cloth.step_with(1.0 / 60.0, &colliders).unwrap();
+        colliders.finish_frame();
+        worst_pen = worst_pen.max(colliders.max_penetration(cloth.positions(), thickness));
+        worst_strain = worst_strain.max(cloth.measures().max_strain);
+    }
+    let released = e0 - cloth.measures().gravitational_energy;
+    assert!(released > 0.0);
+    let rest_strain = cloth.measures().max_strain;
+    assert!(worst_pen < 1e-4, "penetration {worst_pen}");
+    assert!(worst_strain < 0.1, "strain {worst_strain}");
+    assert!(rest_strain < 1e-3, "strain at rest {rest_strain}");
+    assert!(
+        kinetic(&cloth) < 0.01 * released,
+        "kinetic {} released {released}",
+        kinetic(&cloth)
+    );
+    // It is on the capsule, not fallen past it.
+    let lowest_center = cloth.center_of_mass().y;
+    assert!(lowest_center > -0.3, "{lowest_center}");
+}
+
+/// A sheet dropped onto a capsule tilted 20 degrees (tan = 0.36) drapes over it. With friction
+/// 0.8 it then stays put: its centre of mass moves less than 3 cm along the axis over the next
+/// 2 s (measured: about 1.5 cm of creep). With friction 0 it slides down the axis, more than
+/// 20 cm in the same 2 s.
+#[test]
+fn friction_holds_a_sheet_on_a_tilted_capsule_and_zero_friction_lets_it_slide() {
+    let slide = |friction: f64| {
+        let tilt = 20f64.to_radians();
+        let mut cloth = sheet(0.5, 10, 0.3, &[], false);
+        cloth
+            .set_contact_settings(ContactSettings {
+                friction,
+                ..Default::default()
+            })
+            .unwrap();
+        let mut colliders = ColliderSet::new();
+        let (shape, pose) = lying_capsule(DVec3::ZERO, 1.0, 0.1, tilt);
+        colliders.add(shape, pose).unwrap();
+        let run = |cloth: &mut Cloth, frames: usize| {
+            for _ in 0..frames {
+                cloth.step_with(1.0 / 60.0, &colliders).unwrap();
+            }
+        };
+        run(&mut cloth, 60);
+        let axis = pose.transform_vector(DVec3::Y);
+        let start = cloth.center_of_mass().dot(axis);
+        run(&mut cloth, 120);
+        (cloth.center_of_mass().dot(axis) - start).abs()
+    };
+    let held = slide(0.8);
+    let slid = slide(0.0);
+    assert!(held < 0.03, "friction 0.8 moved {held} m");
+    assert!(slid > 0.2, "friction 0 moved {slid} m");
+}
+
+/// A forearm-sized capsule (radius 4 cm) sweeping at 10 m/s through a hanging 1 m sheet moves
+/// 8 cm per substep at the default 2 x 5 budget, twice its diameter. Resolved against its motion,
+/// it pushes the sheet: while it sweeps and for a few frames after, no node is behind it inside
+/// its footprint, and at no frame does any node lie deeper than 0.1 mm inside its thickness
+/// layer. (Later the pushed sheet swings up and over the limb and may hang behind it: that is
+/// not tunnelling, so the footprint check stops when the limb has stopped.)
+#[test]
+fn fast_thin_limb_pushes_the_sheet_without_tunnelling() {
+    let cells = 16;
+    let top: Vec<u32> = (0..=cells)
+        .map(|i| BaseMesh::grid_index(cells, i, cells))
+        .collect();
+    let mut cloth = sheet(1.0, cells, 0.5, &top, true);
+    let (radius, half) = (0.04, 0.2);
+    let mut colliders = ColliderSet::new();
+    let (shape, pose0) = lying_capsule(DVec3::new(0.0, 0.4, -0.4), half, radius, 0.0);
+    let id = colliders.add(shape, pose0).unwrap();
+    let thickness = cloth.contact_settings().thickness;
+    let (mut tunnelled, mut worst_pen, mut pushed) = (0usize, 0.0f64, f64::MIN);
+    for frame in 0..60 {
+        let z = (-0.4 + 10.0 * (frame + 1) as f64 / 60.0).min(0.4);
+        let pose = Pose::new(DVec3::new(0.0, 0.4, z), pose0.rotation);
+        colliders.set_pose(id, pose).unwrap();
+        cloth.step_with(1.0 / 60.0, &colliders).unwrap();
+        colliders.finish_frame();
+        worst_pen = worst_pen.max(colliders.max_penetration(cloth.positions(), thickness));
+        let behind = cloth
+            .positions()
+            .iter()
+            .filter(|p| p.x.abs() < half && (p.y - 0.4).abs() < radius && p.z < z)
+            .count();
+        if frame < 10 {
+            tunnelled = tunnelled.max(behind);
+            pushed = pushed.max(cloth.center_of_mass().z);
+        }
+    }
+    assert_eq!(tunnelled, 0, "nodes left behind the limb");
+    assert!(worst_pen < 1e-4, "penetration {worst_pen}");
+    // The sheet was pushed: its centre of mass moved forward with the limb.
+    assert!(pushed > 0.1, "centre of mass reached z = {pushed}");
+}
