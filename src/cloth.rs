@@ -13,7 +13,8 @@ use std::sync::Arc;
 
 use glam::{DVec3, Vec3};
 
-use crate::collision::{ColliderSet, ContactPass, ContactSettings};
+use crate::aero::Aerodynamics;
+use crate::collision::{ColliderSet, ContactPass, ContactSettings, Pose};
 use crate::equilibrium::{RelaxReport, relax};
 use crate::error::ClothError;
 use crate::integrator::{History, Integrator, Scheme, predict, velocity};
@@ -66,6 +67,9 @@ pub struct Cloth {
     contact: ContactSettings,
     contact_pass: ContactPass,
     contact_solve: ContactSolve,
+    aero: Aerodynamics,
+    /// Per-node acceleration from the air, this substep.
+    accel: Vec<DVec3>,
 }
 
 impl Cloth {
@@ -92,6 +96,8 @@ impl Cloth {
             contact: ContactSettings::default(),
             contact_pass: ContactPass::with_capacity(n),
             contact_solve: ContactSolve::default(),
+            aero: Aerodynamics::default(),
+            accel: vec![DVec3::ZERO; n],
             model,
         }
     }
@@ -209,6 +215,18 @@ impl Cloth {
         Ok(())
     }
 
+    /// Wind, aerodynamic coefficients and damping.
+    pub fn aerodynamics(&self) -> &Aerodynamics {
+        &self.aero
+    }
+
+    /// Changes wind, aerodynamics and damping (validated; no refactorisation).
+    pub fn set_aerodynamics(&mut self, aero: Aerodynamics) -> Result<(), ClothError> {
+        aero.validate()?;
+        self.aero = aero;
+        Ok(())
+    }
+
     /// Contact settings (thickness, friction).
     pub fn contact_settings(&self) -> &ContactSettings {
         &self.contact
@@ -277,9 +295,51 @@ impl Cloth {
 
     /// Back to the mesh's initial shape, at rest.
     pub fn reset(&mut self) {
-        let x0 = self.model.mesh.initial_positions().to_vec();
-        // Cannot fail: same length, finite by mesh validation.
-        let _ = self.set_positions(&x0);
+        self.reset_to(&Pose::IDENTITY);
+    }
+
+    /// Back to the mesh's initial shape carried by `pose` (for example the character's current
+    /// root pose relative to its bind pose), at rest, history forgotten.
+    pub fn reset_to(&mut self, pose: &Pose) {
+        let x0: Vec<DVec3> = self
+            .model
+            .mesh
+            .initial_positions()
+            .iter()
+            .map(|&p| pose.transform_point(p))
+            .collect();
+        if x0.iter().all(|p| p.is_finite()) {
+            // Cannot fail: same length, finite.
+            let _ = self.set_positions(&x0);
+        }
+    }
+
+    /// Moves the whole cloth rigidly by `transform` (world = transform * old): positions and
+    /// their history are carried, velocities and their history rotated, pin targets carried.
+    /// Strain, speeds and the shape are exactly unchanged, so a character that jumps (a respawn,
+    /// a cut, a 100 m teleport) takes its cape along without a spike. Allocates nothing.
+    pub fn teleport(&mut self, transform: &Pose) -> Result<(), ClothError> {
+        if !transform.is_valid() {
+            return Err(ClothError::InvalidSetting {
+                name: "transform",
+                reason: "teleport needs a finite pose with a unit rotation".into(),
+            });
+        }
+        let st = &mut self.state;
+        for p in st.positions.iter_mut().chain(st.prev_positions.iter_mut()) {
+            *p = transform.transform_point(*p);
+        }
+        for v in st
+            .velocities
+            .iter_mut()
+            .chain(st.prev_velocities.iter_mut())
+        {
+            *v = transform.transform_vector(*v);
+        }
+        for p in self.pin_start.iter_mut().chain(self.pin_target.iter_mut()) {
+            *p = transform.transform_point(*p);
+        }
+        Ok(())
     }
 
     /// Advances by a frame of `dt` seconds: runs as many fixed substeps as the accumulated time
@@ -355,6 +415,20 @@ impl Cloth {
             _ => Scheme::BackwardEuler,
         };
         let st = &mut self.state;
+        // Air: per-node accelerations from this substep's start state.
+        let air = self.aero.active();
+        if air {
+            self.accel.fill(DVec3::ZERO);
+            self.aero.accumulate(
+                model.mesh.render_triangles(),
+                &st.positions,
+                &st.velocities,
+                &mut self.accel,
+            );
+            for (a, &m) in self.accel.iter_mut().zip(&model.masses) {
+                *a /= m;
+            }
+        }
         predict(
             scheme,
             h,
@@ -365,6 +439,8 @@ impl Cloth {
                 v_prev: &st.prev_velocities,
             },
             self.settings.gravity,
+            air.then_some(&self.accel[..]),
+            (-self.aero.damping * h).exp(),
             &mut self.scratch.x_tilde,
         );
         // Initial guess: the prediction for free nodes.

@@ -47,23 +47,31 @@ pub(crate) struct History<'a> {
     pub v_prev: &'a [DVec3],
 }
 
-/// Writes the inertial prediction `x~` for a step of length `h` under acceleration `accel`
-/// (uniform) plus `force[i] / mass[i]` where `force` is given.
-pub(crate) fn predict(scheme: Scheme, h: f64, hist: &History<'_>, accel: DVec3, out: &mut [DVec3]) {
+/// Writes the inertial prediction `x~` for a step of length `h` under the uniform acceleration
+/// `accel` plus, where given, a per-node acceleration `extra[i]`; the extrapolated velocities
+/// are scaled by `keep` (1 = no damping).
+pub(crate) fn predict(
+    scheme: Scheme,
+    h: f64,
+    hist: &History<'_>,
+    accel: DVec3,
+    extra: Option<&[DVec3]>,
+    keep: f64,
+    out: &mut [DVec3],
+) {
+    let extra_at = |i: usize| extra.map_or(DVec3::ZERO, |e| e[i]);
     match scheme {
         Scheme::BackwardEuler => {
-            let a = h * h * accel;
             for (i, o) in out.iter_mut().enumerate() {
-                *o = hist.x[i] + h * hist.v[i] + a;
+                *o = hist.x[i] + keep * h * hist.v[i] + h * h * (accel + extra_at(i));
             }
         }
         Scheme::Bdf2 => {
-            let a = (4.0 / 9.0) * h * h * accel;
+            let c = (4.0 / 9.0) * h * h;
             for (i, o) in out.iter_mut().enumerate() {
                 *o = (4.0 / 3.0) * hist.x[i] - (1.0 / 3.0) * hist.x_prev[i]
-                    + (8.0 / 9.0) * h * hist.v[i]
-                    - (2.0 / 9.0) * h * hist.v_prev[i]
-                    + a;
+                    + keep * ((8.0 / 9.0) * h * hist.v[i] - (2.0 / 9.0) * h * hist.v_prev[i])
+                    + c * (accel + extra_at(i));
             }
         }
     }
@@ -97,11 +105,11 @@ mod tests {
             v_prev: &[vel(-h)],
         };
         let mut out = [DVec3::ZERO];
-        predict(Scheme::Bdf2, h, &hist, a, &mut out);
+        predict(Scheme::Bdf2, h, &hist, a, None, 1.0, &mut out);
         assert!((out[0] - at(h)).length() < 1e-12);
         let v = velocity(Scheme::Bdf2, h, out[0], at(0.0), at(-h));
         assert!((v - vel(h)).length() < 1e-12);
-        predict(Scheme::BackwardEuler, h, &hist, a, &mut out);
+        predict(Scheme::BackwardEuler, h, &hist, a, None, 1.0, &mut out);
         let v = velocity(Scheme::BackwardEuler, h, out[0], at(0.0), at(-h));
         assert!((v - vel(h)).length() < 1e-12);
     }

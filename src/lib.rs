@@ -31,13 +31,17 @@
 //! [`energy`] (constraint terms and their local projections), `factor` (the sparse Cholesky, the
 //! only place faer is used), [`model`] (the prepared, shareable form), `solver` (the local-global
 //! iterations), [`integrator`] (BDF2 and backward Euler), [`cloth`] (state and stepping),
-//! [`measures`] (strain, isometry, conformity, energy), [`collision`] (kinematic capsules,
-//! spheres and planes; the only place parry3d is used), [`equilibrium`] (static
+//! [`measures`] (strain, isometry, conformity, energy), [`aero`] (wind, drag, lift,
+//! damping), [`collision`] (kinematic capsules,
+//! spheres and planes; the only place parry3d is used), [`attachment`] (pins driven by bones,
+//! skinning, teleports, inertia scaling), [`equilibrium`] (static
 //! equilibrium by Newton's method: pre-settling and converged references).
 
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod aero;
+pub mod attachment;
 pub mod cloth;
 pub mod collision;
 pub mod energy;
@@ -51,6 +55,8 @@ pub mod model;
 mod solver;
 mod sparse;
 
+pub use aero::Aerodynamics;
+pub use attachment::{AttachError, AttachmentSettings, Attachments, Influence};
 pub use cloth::{Cloth, ClothState, StepReport};
 pub use collision::{ColliderError, ColliderId, ColliderSet, ColliderShape, ContactSettings, Pose};
 pub use energy::{BendingRest, Material};

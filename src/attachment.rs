@@ -1,0 +1,324 @@
+//! Cloth hung from a character's bones: pinned nodes follow bone poses, rigidly or skinned.
+//!
+//! [`Attachments::bind`] records, for every attached node, its offset in the frame of each bone
+//! that influences it, at the bind pose. Each frame [`Attachments::apply`] takes the bones'
+//! current poses, blends the offsets (linear blend skinning: `sum_b w_b pose_b * offset_b`,
+//! the same rule the character's own skinned mesh follows) and hands the result to the cloth as
+//! end-of-frame pin targets, which the cloth interpolates across its substeps.
+//!
+//! The same call handles what games do to characters, measured on an *anchor* bone (the root,
+//! usually): a jump of the anchor farther than [`AttachmentSettings::teleport_distance`] in one
+//! frame carries the cloth along rigidly ([`Cloth::teleport`]) instead of flinging it, and the
+//! inertia scales carry a fraction of the anchor's ordinary motion the same way, so that the
+//! cloth only feels the rest of it (simulation partly in the character's frame).
+
+use glam::DVec3;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::cloth::Cloth;
+use crate::collision::Pose;
+use crate::error::ClothError;
+
+/// How the anchor bone's motion reaches the cloth. Plain data with documented defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AttachmentSettings {
+    /// Fraction of the anchor's linear motion the cloth feels as inertia, in [0, 1]. At 1 (the
+    /// default) the cloth is fully simulated in the world; at 0 it is carried with the anchor's
+    /// translation and only feels gravity, wind and its pins' motion relative to the anchor.
+    pub linear_inertia: f64,
+    /// Fraction of the anchor's rotation the cloth feels, in [0, 1] (default 1). Lower it for a
+    /// spinning character so that its cape is not whipped off.
+    pub angular_inertia: f64,
+    /// Anchor displacement in one frame (metres) beyond which the cloth is teleported with the
+    /// character instead of simulated across the gap. Default 1 m (60 m/s at 60 Hz).
+    pub teleport_distance: f64,
+}
+
+impl Default for AttachmentSettings {
+    fn default() -> Self {
+        Self {
+            linear_inertia: 1.0,
+            angular_inertia: 1.0,
+            teleport_distance: 1.0,
+        }
+    }
+}
+
+impl AttachmentSettings {
+    /// Checks ranges.
+    pub fn validate(&self) -> Result<(), AttachError> {
+        let unit = |v: f64| v.is_finite() && (0.0..=1.0).contains(&v);
+        if !unit(self.linear_inertia) || !unit(self.angular_inertia) {
+            return Err(AttachError::BadSetting {
+                name: "inertia",
+                reason: format!(
+                    "inertia scales must be in [0, 1], got {} and {}",
+                    self.linear_inertia, self.angular_inertia
+                ),
+            });
+        }
+        if !(self.teleport_distance.is_finite() && self.teleport_distance > 0.0) {
+            return Err(AttachError::BadSetting {
+                name: "teleport_distance",
+                reason: format!(
+                    "must be finite and positive, got {}",
+                    self.teleport_distance
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// One bone's share of an attached node.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Influence {
+    /// Index of the bone in the pose slices passed to [`Attachments::bind`] and
+    /// [`Attachments::apply`].
+    pub bone: u32,
+    /// Skin weight (> 0); the weights of one node are normalised to sum to 1.
+    pub weight: f64,
+}
+
+/// Bad attachment data.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum AttachError {
+    /// A node index past the cloth's nodes.
+    #[error("attached node {node} does not exist (the cloth has {count} nodes)")]
+    NoSuchNode {
+        /// The node.
+        node: u32,
+        /// Node count.
+        count: usize,
+    },
+    /// The same node attached twice.
+    #[error("node {node} is attached twice")]
+    RepeatedNode {
+        /// The node.
+        node: u32,
+    },
+    /// A bone index past the poses given.
+    #[error("node {node} refers to bone {bone}, but there are {count} bones")]
+    NoSuchBone {
+        /// The node.
+        node: u32,
+        /// The bone.
+        bone: u32,
+        /// Bone count.
+        count: usize,
+    },
+    /// A node without influences, or with weights that are not finite and positive.
+    #[error("node {node} needs at least one influence with a finite positive weight")]
+    BadWeights {
+        /// The node.
+        node: u32,
+    },
+    /// A bone pose with NaN, infinity or a non-unit rotation.
+    #[error("bone {bone} has a non-finite or non-unit pose")]
+    BadPose {
+        /// The bone.
+        bone: usize,
+    },
+    /// Pose slice of the wrong length.
+    #[error("expected {expected} bone poses, got {found}")]
+    PoseCount {
+        /// Bones bound.
+        expected: usize,
+        /// Poses given.
+        found: usize,
+    },
+    /// A setting out of range.
+    #[error("attachment setting {name}: {reason}")]
+    BadSetting {
+        /// The setting.
+        name: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// The cloth refused the result (its pins are not the attached nodes).
+    #[error(transparent)]
+    Cloth(#[from] ClothError),
+}
+
+/// Attached nodes, their bind-time offsets per bone, and the anchor's last pose.
+#[derive(Debug, Clone)]
+pub struct Attachments {
+    /// Attached nodes, sorted (the cloth's pin order).
+    nodes: Vec<u32>,
+    /// `ranges[k]..ranges[k + 1]`: the influences of `nodes[k]`.
+    ranges: Vec<u32>,
+    bones: Vec<u32>,
+    weights: Vec<f64>,
+    /// Node position in the bone's frame at bind time.
+    offsets: Vec<DVec3>,
+    bone_count: usize,
+    anchor: u32,
+    last_anchor: Option<Pose>,
+    settings: AttachmentSettings,
+    targets: Vec<DVec3>,
+}
+
+fn check_poses(poses: &[Pose], expected: usize) -> Result<(), AttachError> {
+    if poses.len() != expected {
+        return Err(AttachError::PoseCount {
+            expected,
+            found: poses.len(),
+        });
+    }
+    match poses.iter().position(|p| !p.is_valid()) {
+        Some(bone) => Err(AttachError::BadPose { bone }),
+        None => Ok(()),
+    }
+}
+
+impl Attachments {
+    /// Binds `nodes` of `cloth` (each with its bone influences) at the cloth's current positions
+    /// and the bones' `bind_poses`. `anchor` is the bone whose motion decides teleports and
+    /// inertia scaling (the root). Every check happens here; nothing is bound on error.
+    pub fn bind(
+        cloth: &Cloth,
+        nodes: &[(u32, Vec<Influence>)],
+        bind_poses: &[Pose],
+        anchor: u32,
+        settings: AttachmentSettings,
+    ) -> Result<Self, AttachError> {
+        settings.validate()?;
+        let bone_count = bind_poses.len();
+        check_poses(bind_poses, bone_count)?;
+        if anchor as usize >= bone_count {
+            return Err(AttachError::NoSuchBone {
+                node: u32::MAX,
+                bone: anchor,
+                count: bone_count,
+            });
+        }
+        let x = cloth.positions();
+        let mut order: Vec<usize> = (0..nodes.len()).collect();
+        order.sort_by_key(|&k| nodes[k].0);
+        let mut out = Self {
+            nodes: Vec::with_capacity(nodes.len()),
+            ranges: vec![0],
+            bones: Vec::new(),
+            weights: Vec::new(),
+            offsets: Vec::new(),
+            bone_count,
+            anchor,
+            last_anchor: None,
+            settings,
+            targets: Vec::with_capacity(nodes.len()),
+        };
+        for k in order {
+            let (node, influences) = &nodes[k];
+            let node = *node;
+            if node as usize >= x.len() {
+                return Err(AttachError::NoSuchNode {
+                    node,
+                    count: x.len(),
+                });
+            }
+            if out.nodes.last() == Some(&node) {
+                return Err(AttachError::RepeatedNode { node });
+            }
+            let total: f64 = influences.iter().map(|i| i.weight).sum();
+            if influences.is_empty()
+                || influences
+                    .iter()
+                    .any(|i| !(i.weight.is_finite() && i.weight > 0.0))
+                || !(total.is_finite() && total > 0.0)
+            {
+                return Err(AttachError::BadWeights { node });
+            }
+            for inf in influences {
+                if inf.bone as usize >= bone_count {
+                    return Err(AttachError::NoSuchBone {
+                        node,
+                        bone: inf.bone,
+                        count: bone_count,
+                    });
+                }
+                out.bones.push(inf.bone);
+                out.weights.push(inf.weight / total);
+                out.offsets
+                    .push(bind_poses[inf.bone as usize].inverse_transform_point(x[node as usize]));
+            }
+            out.nodes.push(node);
+            out.ranges.push(out.bones.len() as u32);
+        }
+        out.last_anchor = Some(bind_poses[anchor as usize]);
+        Ok(out)
+    }
+
+    /// Attached nodes, sorted: the pin set the cloth needs ([`Cloth::set_pins`]).
+    pub fn nodes(&self) -> &[u32] {
+        &self.nodes
+    }
+
+    /// The settings in force.
+    pub fn settings(&self) -> &AttachmentSettings {
+        &self.settings
+    }
+
+    /// Changes the settings (validated).
+    pub fn set_settings(&mut self, settings: AttachmentSettings) -> Result<(), AttachError> {
+        settings.validate()?;
+        self.settings = settings;
+        Ok(())
+    }
+
+    /// Skinned target of every attached node for `poses`, in [`Attachments::nodes`] order.
+    pub fn targets(&mut self, poses: &[Pose]) -> Result<&[DVec3], AttachError> {
+        check_poses(poses, self.bone_count)?;
+        self.targets.clear();
+        for k in 0..self.nodes.len() {
+            let (s, e) = (self.ranges[k] as usize, self.ranges[k + 1] as usize);
+            let mut t = DVec3::ZERO;
+            for j in s..e {
+                t += self.weights[j]
+                    * poses[self.bones[j] as usize].transform_point(self.offsets[j]);
+            }
+            self.targets.push(t);
+        }
+        Ok(&self.targets)
+    }
+
+    /// Drives `cloth` for the coming frame from the bones' `poses`: teleports it with the anchor
+    /// if the anchor jumped, carries it by the part of the anchor's motion the inertia scales
+    /// remove, and sets the pin targets. The cloth's pins must be [`Attachments::nodes`]. Bad
+    /// poses are refused before anything changes. Returns whether the cloth was teleported.
+    pub fn apply(&mut self, cloth: &mut Cloth, poses: &[Pose]) -> Result<bool, AttachError> {
+        check_poses(poses, self.bone_count)?;
+        if cloth.pins() != self.nodes.as_slice() {
+            return Err(AttachError::Cloth(ClothError::InvalidSetting {
+                name: "pins",
+                reason: "the cloth's pins are not the attached nodes (call Cloth::set_pins)".into(),
+            }));
+        }
+        let anchor = poses[self.anchor as usize];
+        let mut teleported = false;
+        if let Some(last) = self.last_anchor {
+            // delta maps the anchor's last pose onto its new one.
+            let delta = anchor.mul(&last.inverse());
+            let jump = anchor.translation.distance(last.translation);
+            let s = &self.settings;
+            if jump > s.teleport_distance {
+                cloth.teleport(&delta)?;
+                teleported = true;
+            } else if s.linear_inertia < 1.0 || s.angular_inertia < 1.0 {
+                // Carry the cloth by the motion it should not feel, about the anchor.
+                let rotation = glam::DQuat::IDENTITY.slerp(delta.rotation, 1.0 - s.angular_inertia);
+                let shift = (1.0 - s.linear_inertia) * (anchor.translation - last.translation);
+                let carry = Pose::new(
+                    last.translation + shift - rotation * last.translation,
+                    rotation,
+                );
+                cloth.teleport(&carry)?;
+            }
+        }
+        self.last_anchor = Some(anchor);
+        self.targets(poses)?;
+        cloth.set_pin_targets(&self.targets)?;
+        Ok(teleported)
+    }
+}
