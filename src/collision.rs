@@ -751,14 +751,7 @@ impl ContactPass {
                 max: a.max(b) + DVec3::splat(slack),
             };
             for &c in &self.near {
-                let e = &colliders.entries[c as usize];
-                let body = (&self.bodies0[c as usize], &self.bodies1[c as usize]);
-                let swept = world_box(e.shape, &body.0.pose, settings.thickness).union(world_box(
-                    e.shape,
-                    &body.1.pose,
-                    settings.thickness,
-                ));
-                if swept.overlaps(&node) {
+                if self.swept[c as usize].overlaps(&node) {
                     self.candidates.push((i, c));
                 }
             }
