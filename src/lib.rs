@@ -44,6 +44,8 @@ pub mod aero;
 pub mod attachment;
 pub mod cloth;
 pub mod collision;
+#[cfg(feature = "ecs")]
+pub mod ecs;
 pub mod energy;
 pub mod equilibrium;
 pub mod error;

@@ -7,37 +7,15 @@ use isocloth::{
     Pose, SolverSettings,
 };
 
-const CELLS: usize = 10;
+mod common;
 
 /// A 0.6 x 0.8 m cape hanging in the x-y plane from its top row at y = 1.5.
 fn cape() -> Cloth {
-    let base = BaseMesh::rectangle(0.6, 0.8, CELLS, CELLS)
-        .unwrap()
-        .map_positions(|p| Vec3::new(p.x - 0.3, 0.7 + p.y, 0.0));
-    let mesh = ClothMesh::new(&base).unwrap();
-    let top: Vec<u32> = (0..=CELLS)
-        .map(|i| BaseMesh::grid_index(CELLS, i, CELLS))
-        .collect();
-    let pins = mesh.nodes_for_vertices(&top, true);
-    Cloth::from_mesh(mesh, Material::default(), &pins, SolverSettings::default()).unwrap()
+    common::hanging_cape(0.6, 0.8, 10)
 }
 
-/// Binds every pinned node of `cloth` to bone 0 alone.
 fn bind_to_one_bone(cloth: &Cloth, pose: Pose, settings: AttachmentSettings) -> Attachments {
-    let nodes: Vec<(u32, Vec<Influence>)> = cloth
-        .pins()
-        .iter()
-        .map(|&n| {
-            (
-                n,
-                vec![Influence {
-                    bone: 0,
-                    weight: 1.0,
-                }],
-            )
-        })
-        .collect();
-    Attachments::bind(cloth, &nodes, &[pose], 0, settings).unwrap()
+    common::bind_pins_to_one_bone(cloth, pose, settings)
 }
 
 /// Sets the cape swinging: each node moves along +z at 2 m/s per metre below the top row.

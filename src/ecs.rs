@@ -1,0 +1,406 @@
+//! The bevy_ecs adapter: components, resources and systems over the engine-agnostic core.
+//!
+//! A thin layer (feature `ecs`, on by default): every system only moves data between
+//! components and the core's explicit calls ([`Cloth::step_with`], [`Attachments::apply`],
+//! [`ColliderSet::set_pose`]). Add a [`ClothSim`] (plus a [`ClothRenderMesh`] to read back) to a
+//! cloth entity, [`BonePose`] (and optionally [`BoneCollider`]) to the character's bone entities,
+//! [`ClothAttachments`] to hang the cloth from bones; insert a [`ClothConfig`] resource (a
+//! [`ClothConfigOverride`] component overrides it per cloth) and call [`add_cloth_systems`] on the
+//! schedule that runs at the fixed timestep [`ClothConfig::timestep`].
+//!
+//! Systems run in three chained, step-numbered sets ([`ClothSystems`]):
+//! 1. [`ClothSystems::S1GatherPoses`]: bone colliders into the shared [`ClothColliders`] set,
+//!    attachments into pin targets (and teleports, inertia scaling);
+//! 2. [`ClothSystems::S2Step`]: every cloth steps one fixed tick, cloths in parallel (rayon);
+//! 3. [`ClothSystems::S3WriteMeshes`]: render positions and normals into [`ClothRenderMesh`].
+//!
+//! ```
+//! use bevy_ecs::prelude::*;
+//! use isocloth::ecs::*;
+//! use isocloth::{BaseMesh, Cloth, ClothMesh, Material, SolverSettings};
+//!
+//! let mut world = World::new();
+//! init_cloth_resources(&mut world); // ClothConfig (budget, gravity, contact, air) + colliders
+//! let mut fixed_update = Schedule::default();
+//! add_cloth_systems(&mut fixed_update);
+//!
+//! // A banner pinned along its top edge, on a game entity.
+//! let mesh = ClothMesh::new(&BaseMesh::rectangle(1.0, 1.5, 8, 12)?)?;
+//! let top: Vec<u32> = (0..=8).map(|i| BaseMesh::grid_index(8, i, 12)).collect();
+//! let pins = mesh.nodes_for_vertices(&top, true);
+//! let cloth = Cloth::from_mesh(mesh, Material::default(), &pins, SolverSettings::default())?;
+//! let banner = world.spawn((ClothSim::new(cloth), ClothRenderMesh::default())).id();
+//!
+//! for _tick in 0..60 {
+//!     fixed_update.run(&mut world); // once per 1/60 s tick
+//! }
+//! let mesh = world.get::<ClothRenderMesh>(banner).unwrap(); // upload positions, normals
+//! assert_eq!(mesh.positions.len(), mesh.normals.len());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::collections::HashMap;
+
+use bevy_ecs::prelude::*;
+use glam::{DVec3, Vec3};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::aero::Aerodynamics;
+use crate::attachment::{AttachError, Attachments};
+use crate::cloth::{Cloth, StepReport};
+use crate::collision::{ColliderId, ColliderSet, ColliderShape, ContactSettings, Pose};
+use crate::error::ClothError;
+use crate::model::{SolverMethod, SolverSettings};
+
+/// The simulated cloth of an entity (a cape, a banner, a skirt).
+#[derive(Component, Debug)]
+pub struct ClothSim {
+    /// The core cloth, stepped by [`ClothSystems::S2Step`].
+    pub cloth: Cloth,
+    /// What the last tick did.
+    pub last_step: StepReport,
+    /// The last error the step returned (the cloth is then left as it was), if any.
+    pub last_error: Option<ClothError>,
+}
+
+impl ClothSim {
+    /// Wraps a core cloth.
+    pub fn new(cloth: Cloth) -> Self {
+        Self {
+            cloth,
+            last_step: StepReport::default(),
+            last_error: None,
+        }
+    }
+}
+
+/// The world pose of a bone entity, written by the game's animation each tick before the cloth
+/// systems run.
+#[derive(Component, Debug, Clone, Copy, PartialEq, Default)]
+pub struct BonePose(pub Pose);
+
+/// A collision shape carried by a bone entity (its [`BonePose`] times `offset`).
+#[derive(Component, Debug, Clone, Copy, PartialEq)]
+pub struct BoneCollider {
+    /// The shape, in the frame `bone pose * offset`.
+    pub shape: ColliderShape,
+    /// Offset of the shape from the bone.
+    pub offset: Pose,
+}
+
+/// Nodes of this entity's cloth hung from bone entities. `bones[k]` is the entity whose
+/// [`BonePose`] drives influence bone `k` of `attachments`.
+#[derive(Component, Debug)]
+pub struct ClothAttachments {
+    /// Bone entities, indexed by the influences' bone numbers.
+    pub bones: Vec<Entity>,
+    /// The bound attachments (see [`Attachments::bind`]).
+    pub attachments: Attachments,
+    /// The last error (a missing bone entity, a bad pose), if any; the pins then keep their
+    /// previous targets.
+    pub last_error: Option<AttachError>,
+}
+
+/// Render data the engine uploads: one vertex per cloth node, f32.
+#[derive(Component, Debug, Clone, Default)]
+pub struct ClothRenderMesh {
+    /// Vertex positions.
+    pub positions: Vec<Vec3>,
+    /// Area-weighted vertex normals.
+    pub normals: Vec<Vec3>,
+    /// Triangle indices, three per triangle (written once).
+    pub indices: Vec<u32>,
+}
+
+/// A solver budget for a class of platform: substeps x iterations per fixed tick. Serde (RON)
+/// loadable; see [`BudgetPreset::mobile`], [`BudgetPreset::console`], [`BudgetPreset::desktop`]
+/// and the files under `presets/`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BudgetPreset {
+    /// A name for tools and logs.
+    pub name: String,
+    /// Substeps per tick.
+    pub substeps: u32,
+    /// Iterations per substep.
+    pub iterations: u32,
+    /// Solver.
+    pub method: SolverMethod,
+}
+
+impl Default for BudgetPreset {
+    fn default() -> Self {
+        Self::console()
+    }
+}
+
+impl BudgetPreset {
+    /// Phones: 1 substep x 5 iterations, local-global (no line search).
+    pub fn mobile() -> Self {
+        Self {
+            name: "mobile".into(),
+            substeps: 1,
+            iterations: 5,
+            method: SolverMethod::LocalGlobal,
+        }
+    }
+
+    /// Consoles: the crate's default, 2 x 5 with L-BFGS.
+    pub fn console() -> Self {
+        let s = SolverSettings::default();
+        Self {
+            name: "console".into(),
+            substeps: s.substeps,
+            iterations: s.iterations,
+            method: s.method,
+        }
+    }
+
+    /// Desktop PCs: 4 x 10 with L-BFGS.
+    pub fn desktop() -> Self {
+        Self {
+            name: "desktop".into(),
+            substeps: 4,
+            iterations: 10,
+            method: SolverMethod::Lbfgs { history: 5 },
+        }
+    }
+
+    /// Parses a preset from RON text, for example
+    /// `(name: "handheld", substeps: 2, iterations: 4, method: LocalGlobal)`.
+    pub fn from_ron(text: &str) -> Result<Self, ClothError> {
+        let p: Self = ron::from_str(text).map_err(|e| ClothError::InvalidSetting {
+            name: "preset",
+            reason: format!("RON: {e}"),
+        })?;
+        p.settings(1.0 / 60.0, DVec3::new(0.0, -9.81, 0.0))?;
+        Ok(p)
+    }
+
+    /// Solver settings for this budget at a fixed `timestep` and `gravity` (validated).
+    pub fn settings(&self, timestep: f64, gravity: DVec3) -> Result<SolverSettings, ClothError> {
+        let s = SolverSettings {
+            frame_time: timestep,
+            substeps: self.substeps,
+            iterations: self.iterations,
+            method: self.method,
+            gravity,
+            ..Default::default()
+        };
+        s.validate()?;
+        Ok(s)
+    }
+}
+
+/// Settings for every cloth (a [`Resource`]); a [`ClothConfigOverride`] on an entity replaces
+/// them for that cloth. Serde-loadable. Defaults: the console budget, 1/60 s, standard gravity,
+/// default contact, no air.
+#[derive(Resource, Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ClothConfig {
+    /// Budget per tick.
+    pub budget: BudgetPreset,
+    /// Fixed tick length in seconds (the schedule must run at this rate). Default 1/60.
+    pub timestep: f64,
+    /// Gravity in m/s^2. Default (0, -9.81, 0).
+    pub gravity: DVec3,
+    /// Contact thickness and friction.
+    pub contact: ContactSettings,
+    /// Wind, drag, lift, damping.
+    pub aero: Aerodynamics,
+}
+
+impl Default for ClothConfig {
+    fn default() -> Self {
+        Self {
+            budget: BudgetPreset::default(),
+            timestep: 1.0 / 60.0,
+            gravity: DVec3::new(0.0, -9.81, 0.0),
+            contact: ContactSettings::default(),
+            aero: Aerodynamics::default(),
+        }
+    }
+}
+
+/// Per-entity replacement of the [`ClothConfig`] resource.
+#[derive(Component, Debug, Clone, PartialEq)]
+pub struct ClothConfigOverride(pub ClothConfig);
+
+/// The kinematic bodies of this tick, gathered from [`BoneCollider`] entities.
+#[derive(Resource, Debug, Default)]
+pub struct ClothColliders {
+    /// The set every cloth collides with.
+    pub set: ColliderSet,
+    ids: HashMap<Entity, ColliderId>,
+    /// Colliders skipped this tick because of bad data (entity and why).
+    pub skipped: Vec<(Entity, String)>,
+}
+
+/// The cloth systems' sets, run in this order.
+#[derive(SystemSet, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ClothSystems {
+    /// 1: gather bone and collider poses, drive attachments.
+    S1GatherPoses,
+    /// 2: step every cloth one fixed tick (in parallel across cloths).
+    S2Step,
+    /// 3: write render positions and normals.
+    S3WriteMeshes,
+}
+
+/// Adds the cloth systems, in their chained sets, to `schedule` (run it once per fixed tick),
+/// and nothing else. Needs the [`ClothConfig`] and [`ClothColliders`] resources (see
+/// [`init_cloth_resources`]).
+pub fn add_cloth_systems(schedule: &mut Schedule) {
+    schedule.configure_sets(
+        (
+            ClothSystems::S1GatherPoses,
+            ClothSystems::S2Step,
+            ClothSystems::S3WriteMeshes,
+        )
+            .chain(),
+    );
+    schedule.add_systems(
+        (gather_colliders, drive_attachments)
+            .chain()
+            .in_set(ClothSystems::S1GatherPoses),
+    );
+    schedule.add_systems(step_cloths.in_set(ClothSystems::S2Step));
+    schedule.add_systems(write_render_meshes.in_set(ClothSystems::S3WriteMeshes));
+}
+
+/// Inserts default [`ClothConfig`] and [`ClothColliders`] resources where missing.
+pub fn init_cloth_resources(world: &mut World) {
+    if !world.contains_resource::<ClothConfig>() {
+        world.insert_resource(ClothConfig::default());
+    }
+    if !world.contains_resource::<ClothColliders>() {
+        world.insert_resource(ClothColliders::default());
+    }
+}
+
+/// S1: poses the shared collider set from the bone colliders. New bones are added, bad data is
+/// skipped and reported in [`ClothColliders::skipped`] (the collider keeps its last pose).
+pub fn gather_colliders(
+    bones: Query<(Entity, &BonePose, &BoneCollider)>,
+    mut colliders: ResMut<ClothColliders>,
+) {
+    let c = &mut *colliders;
+    c.set.finish_frame();
+    c.skipped.clear();
+    for (entity, pose, collider) in &bones {
+        let world = pose.0.mul(&collider.offset);
+        let result = match c.ids.get(&entity) {
+            Some(&id) => c
+                .set
+                .set_shape(id, collider.shape)
+                .and_then(|_| c.set.set_pose(id, world)),
+            None => c.set.add(collider.shape, world).map(|id| {
+                c.ids.insert(entity, id);
+            }),
+        };
+        if let Err(e) = result {
+            c.skipped.push((entity, e.to_string()));
+        }
+    }
+}
+
+/// S1: drives attached cloths from their bones' poses (pin targets, teleports, inertia).
+pub fn drive_attachments(
+    mut cloths: Query<(&mut ClothSim, &mut ClothAttachments)>,
+    bones: Query<&BonePose>,
+    mut poses: Local<Vec<Pose>>,
+) {
+    for (mut sim, mut att) in &mut cloths {
+        poses.clear();
+        let mut missing = None;
+        for &b in &att.bones {
+            match bones.get(b) {
+                Ok(p) => poses.push(p.0),
+                Err(_) => {
+                    missing = Some(b);
+                    break;
+                }
+            }
+        }
+        let att = &mut *att;
+        if let Some(b) = missing {
+            att.last_error = Some(AttachError::BadSetting {
+                name: "bones",
+                reason: format!("bone entity {b:?} has no BonePose"),
+            });
+            continue;
+        }
+        let sim = &mut *sim;
+        // A new or changed attachment set re-pins the cloth (a refactorisation).
+        if sim.cloth.pins() != att.attachments.nodes()
+            && let Err(e) = sim.cloth.set_pins(att.attachments.nodes())
+        {
+            att.last_error = Some(e.into());
+            continue;
+        }
+        att.last_error = att.attachments.apply(&mut sim.cloth, &poses).err();
+    }
+}
+
+/// Applies `config` to `cloth` where it differs (a different substep length refactors).
+fn configure(cloth: &mut Cloth, config: &ClothConfig) -> Result<(), ClothError> {
+    let settings = config.budget.settings(config.timestep, config.gravity)?;
+    let current = cloth.settings();
+    if settings.substeps != current.substeps
+        || settings.iterations != current.iterations
+        || settings.method != current.method
+        || settings.frame_time != current.frame_time
+        || settings.gravity != current.gravity
+    {
+        let s = SolverSettings {
+            integrator: current.integrator,
+            catch_up_frames: current.catch_up_frames,
+            ..settings
+        };
+        cloth.set_settings(s)?;
+    }
+    if cloth.contact_settings() != &config.contact {
+        cloth.set_contact_settings(config.contact)?;
+    }
+    if cloth.aerodynamics() != &config.aero {
+        cloth.set_aerodynamics(config.aero)?;
+    }
+    Ok(())
+}
+
+/// S2: steps every cloth one tick against the gathered colliders, cloths in parallel.
+pub fn step_cloths(
+    mut cloths: Query<(&mut ClothSim, Option<&ClothConfigOverride>)>,
+    config: Res<ClothConfig>,
+    colliders: Res<ClothColliders>,
+) {
+    let config = &*config;
+    let set = &colliders.set;
+    let mut all: Vec<_> = cloths.iter_mut().collect();
+    all.par_iter_mut().for_each(|(sim, over)| {
+        let cfg = over.map_or(config, |o| &o.0);
+        let sim = &mut **sim;
+        let result =
+            configure(&mut sim.cloth, cfg).and_then(|_| sim.cloth.step_with(cfg.timestep, set));
+        match result {
+            Ok(report) => {
+                sim.last_step = report;
+                sim.last_error = None;
+            }
+            Err(e) => sim.last_error = Some(e),
+        }
+    });
+}
+
+/// S3: writes render positions, normals and (once) indices.
+pub fn write_render_meshes(mut cloths: Query<(&ClothSim, &mut ClothRenderMesh)>) {
+    for (sim, mut mesh) in &mut cloths {
+        let mesh = &mut *mesh;
+        sim.cloth.write_render_positions(&mut mesh.positions);
+        sim.cloth.write_render_normals(&mut mesh.normals);
+        if mesh.indices.is_empty() {
+            mesh.indices = sim.cloth.render_indices();
+        }
+    }
+}

@@ -1,0 +1,44 @@
+//! Scenes shared by the integration tests.
+#![allow(dead_code)]
+
+use glam::Vec3;
+use isocloth::{
+    AttachmentSettings, Attachments, BaseMesh, Cloth, ClothMesh, Influence, Material, Pose,
+    SolverSettings,
+};
+
+/// A `width` x `height` m cape of `cells` x `cells` base cells hanging in the x-y plane,
+/// centred on x = 0, its top row at y = 1.5 and pinned.
+pub fn hanging_cape(width: f32, height: f32, cells: usize) -> Cloth {
+    let base = BaseMesh::rectangle(width, height, cells, cells)
+        .unwrap()
+        .map_positions(|p| Vec3::new(p.x - 0.5 * width, 1.5 - height + p.y, 0.0));
+    let mesh = ClothMesh::new(&base).unwrap();
+    let top: Vec<u32> = (0..=cells)
+        .map(|i| BaseMesh::grid_index(cells, i, cells))
+        .collect();
+    let pins = mesh.nodes_for_vertices(&top, true);
+    Cloth::from_mesh(mesh, Material::default(), &pins, SolverSettings::default()).unwrap()
+}
+
+/// Binds every pinned node of `cloth` to bone 0 alone, at `pose`.
+pub fn bind_pins_to_one_bone(
+    cloth: &Cloth,
+    pose: Pose,
+    settings: AttachmentSettings,
+) -> Attachments {
+    let nodes: Vec<(u32, Vec<Influence>)> = cloth
+        .pins()
+        .iter()
+        .map(|&n| {
+            (
+                n,
+                vec![Influence {
+                    bone: 0,
+                    weight: 1.0,
+                }],
+            )
+        })
+        .collect();
+    Attachments::bind(cloth, &nodes, &[pose], 0, settings).unwrap()
+}
