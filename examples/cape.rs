@@ -17,6 +17,7 @@ use isocloth::ecs::{
     BoneCollider, BonePose, ClothAttachments, ClothColliders, ClothConfig, ClothRenderMesh,
     ClothSim, add_cloth_systems, init_cloth_resources,
 };
+use isocloth::rig::{self, Animation, BONES, CharacterRig};
 use isocloth::{
     AttachmentSettings, Attachments, BaseMesh, Cloth, ClothMesh, ColliderShape, Influence,
     Material, Pose, SolverSettings,
@@ -25,179 +26,6 @@ use tiny_skia::{Color, FillRule, LineCap, Paint, PathBuilder, Pixmap, Stroke, Tr
 
 const FRAMES: usize = 600;
 const DT: f64 = 1.0 / 60.0;
-
-/// Bones of the procedural character, in this order.
-const BONES: [&str; 15] = [
-    "pelvis",
-    "spine",
-    "chest",
-    "neck",
-    "head",
-    "clavicle.L",
-    "clavicle.R",
-    "upper_arm.L",
-    "upper_arm.R",
-    "forearm.L",
-    "forearm.R",
-    "thigh.L",
-    "thigh.R",
-    "shin.L",
-    "shin.R",
-];
-
-/// Collision capsule of each bone (half height, radius, centre in the bone frame, lying along
-/// x instead of y), or none.
-fn bone_shape(bone: usize) -> Option<(ColliderShape, Pose)> {
-    let capsule = |half_height, radius, y: f64, lying: bool| {
-        let rotation = if lying {
-            DQuat::from_rotation_z(std::f64::consts::FRAC_PI_2)
-        } else {
-            DQuat::IDENTITY
-        };
-        Some((
-            ColliderShape::Capsule {
-                half_height,
-                radius,
-            },
-            Pose::new(DVec3::new(0.0, y, 0.0), rotation),
-        ))
-    };
-    match BONES[bone] {
-        "pelvis" => capsule(0.08, 0.12, 0.0, true),
-        "spine" => capsule(0.06, 0.13, 0.1, false),
-        "chest" => capsule(0.1, 0.15, 0.12, false),
-        "neck" => capsule(0.03, 0.05, 0.05, false),
-        "head" => Some((
-            ColliderShape::Sphere { radius: 0.1 },
-            Pose::from_translation(DVec3::new(0.0, 0.12, 0.0)),
-        )),
-        "upper_arm.L" | "upper_arm.R" => capsule(0.1, 0.05, -0.15, false),
-        "forearm.L" | "forearm.R" => capsule(0.1, 0.04, -0.14, false),
-        "thigh.L" | "thigh.R" => capsule(0.15, 0.07, -0.22, false),
-        "shin.L" | "shin.R" => capsule(0.16, 0.05, -0.22, false),
-        _ => None,
-    }
-}
-
-/// The character's motion: speed (m/s) and turn rate (rad/s) against time, piecewise linear.
-fn gait(t: f64) -> (f64, f64, &'static str) {
-    let keys: [(f64, f64, f64, &str); 8] = [
-        (0.0, 0.0, 0.0, "idle"),
-        (1.0, 1.4, 0.0, "start"),
-        (3.0, 1.4, 0.0, "walk"),
-        (3.5, 4.0, 0.0, "run"),
-        (5.5, 4.0, 0.0, "run"),
-        (6.0, 1.6, 1.57, "turn"),
-        (7.5, 1.6, 1.57, "turn"),
-        (8.5, 0.0, 0.0, "stop"),
-    ];
-    if t >= keys[keys.len() - 1].0 {
-        return (0.0, 0.0, if t < 9.0 { "stop" } else { "idle" });
-    }
-    let k = keys.iter().rposition(|k| k.0 <= t).unwrap_or(0);
-    let (a, b) = (keys[k], keys[k + 1]);
-    let s = (t - a.0) / (b.0 - a.0);
-    (a.1 + s * (b.1 - a.1), a.2 + s * (b.2 - a.2), b.3)
-}
-
-/// Animation state integrated over time.
-struct Walker {
-    position: DVec3,
-    heading: f64,
-    phase: f64,
-}
-
-impl Walker {
-    /// Advances by `dt` and returns the world pose of every bone and the phase name.
-    fn advance(&mut self, t: f64, dt: f64) -> (Vec<Pose>, &'static str, f64) {
-        let (speed, turn, name) = gait(t);
-        self.heading += turn * dt;
-        let forward = DVec3::new(self.heading.sin(), 0.0, self.heading.cos());
-        self.position += speed * dt * forward;
-        let stride = 1.2 + 0.35 * speed;
-        self.phase += std::f64::consts::TAU * speed * dt / stride;
-        (self.pose(speed), name, speed)
-    }
-
-    fn pose(&self, speed: f64) -> Vec<Pose> {
-        let amount = (speed / 4.0).min(1.0);
-        let (s, c) = self.phase.sin_cos();
-        let swing = (0.3 + 0.35 * amount) * s * (speed / 1.4).min(1.0);
-        let bob = 0.03 * amount * c.abs();
-        let lean = 0.25 * amount;
-        let yaw = DQuat::from_rotation_y(self.heading);
-        let root = Pose::new(self.position + DVec3::new(0.0, 1.0 - bob, 0.0), yaw);
-        let local = |parent: &Pose, offset: DVec3, rotation: DQuat| {
-            parent.mul(&Pose::new(offset, rotation))
-        };
-        let pelvis = root;
-        let spine = local(
-            &pelvis,
-            DVec3::new(0.0, 0.1, 0.0),
-            DQuat::from_rotation_x(lean * 0.5),
-        );
-        let chest = local(
-            &spine,
-            DVec3::new(0.0, 0.22, 0.0),
-            DQuat::from_rotation_x(lean * 0.5),
-        );
-        let neck = local(
-            &chest,
-            DVec3::new(0.0, 0.3, 0.0),
-            DQuat::from_rotation_x(-lean * 0.5),
-        );
-        let head = local(&neck, DVec3::new(0.0, 0.1, 0.0), DQuat::IDENTITY);
-        let clav = |side: f64| local(&chest, DVec3::new(0.12 * side, 0.26, 0.0), DQuat::IDENTITY);
-        let arm = |side: f64| {
-            local(
-                &chest,
-                DVec3::new(0.22 * side, 0.24, 0.0),
-                DQuat::from_rotation_x(-0.8 * swing * side) * DQuat::from_rotation_z(0.12 * side),
-            )
-        };
-        let forearm = |upper: &Pose| {
-            local(
-                upper,
-                DVec3::new(0.0, -0.3, 0.0),
-                DQuat::from_rotation_x(0.3 + 0.6 * amount),
-            )
-        };
-        let thigh = |side: f64| {
-            local(
-                &pelvis,
-                DVec3::new(0.1 * side, -0.05, 0.0),
-                DQuat::from_rotation_x(swing * side),
-            )
-        };
-        let shin = |upper: &Pose, side: f64| {
-            let bend = (0.2 + 0.9 * amount) * (0.5 - 0.5 * (self.phase * side).sin()).max(0.0);
-            local(
-                upper,
-                DVec3::new(0.0, -0.45, 0.0),
-                DQuat::from_rotation_x(-bend),
-            )
-        };
-        let (al, ar) = (arm(1.0), arm(-1.0));
-        let (tl, tr) = (thigh(1.0), thigh(-1.0));
-        vec![
-            pelvis,
-            spine,
-            chest,
-            neck,
-            head,
-            clav(1.0),
-            clav(-1.0),
-            al,
-            ar,
-            forearm(&al),
-            forearm(&ar),
-            tl,
-            tr,
-            shin(&tl, 1.0),
-            shin(&tr, -1.0),
-        ]
-    }
-}
 
 /// The cape: 0.5 m wide, 0.9 m long, hanging behind the back from shoulder height, its top edge
 /// skinned to the clavicles and the chest.
@@ -212,8 +40,8 @@ fn cape(poses: &[Pose]) -> Result<(Cloth, Bindings), Box<dyn std::error::Error>>
     let mesh = ClothMesh::new(&base)?;
     let top: Vec<u32> = (0..=cx).map(|i| BaseMesh::grid_index(cx, i, cy)).collect();
     let pins = mesh.nodes_for_vertices(&top, true);
-    let chest = BONES.iter().position(|&b| b == "chest").unwrap() as u32;
-    let (cl, cr) = (5u32, 6u32);
+    let index = |name: &str| rig::bone(name).map(|b| b as u32).ok_or("missing bone");
+    let (chest, cl, cr) = (index("chest")?, index("clavicle.L")?, index("clavicle.R")?);
     let settings = SolverSettings::default();
     let cloth = Cloth::from_mesh(mesh, Material::default(), &pins, settings)?;
     let local = |p: DVec3| poses[0].inverse_transform_point(p);
@@ -452,16 +280,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     add_cloth_systems(&mut schedule);
     let config = world.resource::<ClothConfig>().clone();
 
-    let mut walker = Walker {
-        position: DVec3::ZERO,
-        heading: 0.0,
-        phase: 0.0,
-    };
-    let bind = walker.pose(0.0);
+    let mut walker = CharacterRig::new(Animation::Demo, DVec3::ZERO, 0.0);
+    let mut poses = Vec::new();
+    walker.poses(&mut poses);
+    let bind = poses.clone();
     let bones: Vec<Entity> = (0..BONES.len())
         .map(|b| {
             let mut e = world.spawn(BonePose(bind[b]));
-            if let Some((shape, offset)) = bone_shape(b) {
+            if let Some((shape, offset)) = CharacterRig::bone_collider(b) {
                 e.insert(BoneCollider { shape, offset });
             }
             e.id()
@@ -504,7 +330,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut written = Vec::new();
     for frame in 0..FRAMES {
         let t = frame as f64 * DT;
-        let (poses, phase, speed) = walker.advance(t, DT);
+        walker.advance(DT);
+        walker.poses(&mut poses);
+        let (phase, speed) = (walker.phase_name(), walker.speed());
         for (b, &e) in bones.iter().enumerate() {
             world.get_mut::<BonePose>(e).expect("bone").0 = poses[b];
         }
@@ -540,7 +368,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         if first_of_tile || want_frame {
             let mesh = world.get::<ClothRenderMesh>(cape_entity).expect("mesh");
             let bodies: Vec<(ColliderShape, Pose)> = (0..BONES.len())
-                .filter_map(|b| bone_shape(b).map(|(s, o)| (s, poses[b].mul(&o))))
+                .filter_map(|b| CharacterRig::bone_collider(b).map(|(s, o)| (s, poses[b].mul(&o))))
                 .collect();
             let target = walker.position + DVec3::new(0.0, 1.0, 0.0);
             if first_of_tile {
@@ -573,7 +401,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "isocloth cape: {} bones ({} capsules), cape of {node_count} nodes, budget {} ({} x {}), 60 Hz, {FRAMES} frames",
         BONES.len(),
         (0..BONES.len())
-            .filter(|&b| bone_shape(b).is_some())
+            .filter(|&b| CharacterRig::bone_collider(b).is_some())
             .count(),
         config.budget.name,
         config.budget.substeps,

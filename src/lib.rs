@@ -54,6 +54,9 @@ pub mod integrator;
 pub mod measures;
 pub mod mesh;
 pub mod model;
+pub mod rig;
+#[cfg(feature = "ecs")]
+pub mod scenario;
 mod solver;
 mod sparse;
 

@@ -1,0 +1,600 @@
+//! Scenario files (RON) for tuning budgets per platform, run headless through the ECS layer.
+//!
+//! A scenario names a base mesh (an OBJ file, or a generated rectangle or disc), where it is
+//! placed, which vertices are pinned (indices or a box), the material, the budget preset,
+//! colliders with their motion (static, keyframed, or the built-in character of [`crate::rig`]),
+//! whether pins follow the character's chest and clavicles, gravity, wind, contact settings and
+//! the frame count. See `scenarios/*.ron` and the `scenario` example. A malformed or hostile file
+//! gives a [`ScenarioError`] naming the problem: sizes, coordinates and frame counts are capped
+//! so a file cannot make the runner hang or exhaust memory.
+
+use std::path::Path;
+use std::time::Instant;
+
+use bevy_ecs::prelude::*;
+use glam::{DQuat, DVec3, Vec3};
+use serde::Deserialize;
+use thiserror::Error;
+
+use crate::aero::Aerodynamics;
+use crate::attachment::{AttachmentSettings, Attachments, Influence};
+use crate::cloth::Cloth;
+use crate::collision::{ColliderShape, ContactSettings, Pose};
+use crate::ecs::{
+    BoneCollider, BonePose, BudgetPreset, ClothAttachments, ClothColliders, ClothConfig,
+    ClothRenderMesh, ClothSim, add_cloth_systems, init_cloth_resources,
+};
+use crate::energy::Material;
+use crate::mesh::{BaseMesh, ClothMesh};
+use crate::model::SolverSettings;
+use crate::rig::{self, Animation, CharacterRig};
+
+/// Why a scenario could not run: one line naming the problem.
+#[derive(Debug, Clone, PartialEq, Error)]
+#[error("{0}")]
+pub struct ScenarioError(pub String);
+
+impl From<String> for ScenarioError {
+    fn from(s: String) -> Self {
+        Self(s)
+    }
+}
+
+impl From<&str> for ScenarioError {
+    fn from(s: &str) -> Self {
+        Self(s.to_string())
+    }
+}
+
+/// Most frames a scenario may run (about 28 minutes at 60 Hz).
+const MAX_FRAMES: u32 = 100_000;
+/// Most base-mesh cells along one side of a generated mesh, and most OBJ vertices.
+const MAX_CELLS: usize = 512;
+const MAX_OBJ_VERTICES: usize = 200_000;
+/// Largest coordinate, size or speed accepted anywhere (metres, m/s).
+const MAX_SIZE: f64 = 1e4;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Scenario {
+    name: String,
+    mesh: MeshSource,
+    #[serde(default)]
+    placement: Placement,
+    #[serde(default)]
+    pins: Pins,
+    #[serde(default)]
+    material: Material,
+    #[serde(default)]
+    budget: Budget,
+    #[serde(default)]
+    colliders: Vec<ColliderSpec>,
+    #[serde(default)]
+    character: Option<CharacterSpec>,
+    #[serde(default = "default_gravity")]
+    gravity: (f64, f64, f64),
+    #[serde(default)]
+    wind: Option<(f64, f64, f64)>,
+    #[serde(default)]
+    contact: ContactSettings,
+    /// Frames run.
+    pub frames: u32,
+}
+
+fn default_gravity() -> (f64, f64, f64) {
+    (0.0, -9.81, 0.0)
+}
+
+#[derive(Deserialize)]
+enum MeshSource {
+    /// `width` x `height` m in the x-y plane (y up), `cells_x` x `cells_y` base cells.
+    Rectangle {
+        width: f64,
+        height: f64,
+        cells_x: usize,
+        cells_y: usize,
+    },
+    /// A disc of `radius` in the x-z plane, `rings` rings of `segments` triangles.
+    Disc {
+        radius: f64,
+        rings: usize,
+        segments: usize,
+    },
+    /// An OBJ file (path relative to the scenario file); all its shapes, merged.
+    Obj { path: String },
+}
+
+#[derive(Deserialize, Default)]
+struct Placement {
+    #[serde(default)]
+    translation: (f64, f64, f64),
+    /// Rotation about x, y, z in degrees (applied in that order).
+    #[serde(default)]
+    rotation_deg: (f64, f64, f64),
+}
+
+#[derive(Deserialize, Default)]
+enum Pins {
+    #[default]
+    None,
+    /// Base-mesh vertex indices.
+    Vertices(Vec<u32>),
+    /// Every base vertex inside this box after placement (and the edges between them).
+    Box {
+        min: (f64, f64, f64),
+        max: (f64, f64, f64),
+    },
+}
+
+#[derive(Deserialize, Default)]
+enum Budget {
+    Mobile,
+    #[default]
+    Console,
+    Desktop,
+    Custom(BudgetPreset),
+}
+
+#[derive(Deserialize)]
+struct ColliderSpec {
+    shape: ColliderShape,
+    motion: Motion,
+}
+
+#[derive(Deserialize)]
+enum Motion {
+    Static {
+        translation: (f64, f64, f64),
+        #[serde(default)]
+        rotation_deg: (f64, f64, f64),
+    },
+    /// (time in s, translation, rotation in degrees), linear between keys, held after the last.
+    Keyframes(Vec<Keyframe>),
+}
+
+#[derive(Deserialize)]
+struct CharacterSpec {
+    animation: Animation,
+    /// Pins follow the chest and clavicles (skinned), as a cape would.
+    #[serde(default)]
+    attach_pins: bool,
+    #[serde(default = "one")]
+    linear_inertia: f64,
+    #[serde(default = "one")]
+    angular_inertia: f64,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+type Fallible<T> = Result<T, ScenarioError>;
+
+/// (time in s, translation in m, rotation about x, y, z in degrees).
+type Keyframe = (f64, (f64, f64, f64), (f64, f64, f64));
+
+fn vec3(v: (f64, f64, f64), what: &str) -> Fallible<DVec3> {
+    let d = DVec3::new(v.0, v.1, v.2);
+    if !d.is_finite() || d.abs().max_element() > MAX_SIZE {
+        return Err(format!("{what} must be finite and within {MAX_SIZE} m: {v:?}").into());
+    }
+    Ok(d)
+}
+
+fn rotation(deg: (f64, f64, f64), what: &str) -> Fallible<DQuat> {
+    let r = vec3(deg, what)?;
+    Ok(DQuat::from_rotation_z(r.z.to_radians())
+        * DQuat::from_rotation_y(r.y.to_radians())
+        * DQuat::from_rotation_x(r.x.to_radians()))
+}
+
+fn size(v: f64, what: &str) -> Fallible<f32> {
+    if !(v.is_finite() && v > 0.0 && v <= MAX_SIZE) {
+        return Err(format!("{what} must be finite, positive and at most {MAX_SIZE}: {v}").into());
+    }
+    Ok(v as f32)
+}
+
+fn cells(v: usize, what: &str) -> Fallible<usize> {
+    if v == 0 || v > MAX_CELLS {
+        return Err(format!("{what} must be in 1..={MAX_CELLS}: {v}").into());
+    }
+    Ok(v)
+}
+
+fn disc(radius: f32, rings: usize, segments: usize) -> BaseMesh {
+    let mut positions = vec![Vec3::ZERO];
+    let mut triangles = Vec::new();
+    for r in 1..=rings {
+        let rr = radius * r as f32 / rings as f32;
+        for s in 0..segments {
+            let a = std::f32::consts::TAU * s as f32 / segments as f32;
+            positions.push(Vec3::new(rr * a.cos(), 0.0, rr * a.sin()));
+        }
+    }
+    let idx = |r: usize, s: usize| -> u32 {
+        if r == 0 {
+            0
+        } else {
+            (1 + (r - 1) * segments + s % segments) as u32
+        }
+    };
+    for r in 0..rings {
+        for s in 0..segments {
+            if r == 0 {
+                triangles.push([0, idx(1, s + 1), idx(1, s)]);
+            } else {
+                let (a, b, c, d) = (idx(r, s), idx(r, s + 1), idx(r + 1, s), idx(r + 1, s + 1));
+                triangles.push([a, d, c]);
+                triangles.push([a, b, d]);
+            }
+        }
+    }
+    BaseMesh::new(positions, triangles)
+}
+
+fn load_obj(path: &Path) -> Fallible<BaseMesh> {
+    let (models, _) = tobj::load_obj(
+        path,
+        &tobj::LoadOptions {
+            triangulate: true,
+            single_index: true,
+            ..Default::default()
+        },
+    )
+    .map_err(|e| format!("mesh {}: {e}", path.display()))?;
+    let mut positions = Vec::new();
+    let mut triangles = Vec::new();
+    for m in &models {
+        let base = positions.len() as u32;
+        let p = &m.mesh.positions;
+        if positions.len() + p.len() / 3 > MAX_OBJ_VERTICES {
+            return Err(format!(
+                "mesh {}: more than {MAX_OBJ_VERTICES} vertices",
+                path.display()
+            )
+            .into());
+        }
+        positions.extend(p.chunks_exact(3).map(|v| Vec3::new(v[0], v[1], v[2])));
+        for t in m.mesh.indices.chunks_exact(3) {
+            triangles.push([base + t[0], base + t[1], base + t[2]]);
+        }
+    }
+    if positions
+        .iter()
+        .any(|p| !p.is_finite() || p.abs().max_element() > MAX_SIZE as f32)
+    {
+        return Err(format!(
+            "mesh {}: a vertex is not finite or is absurdly far",
+            path.display()
+        )
+        .into());
+    }
+    Ok(BaseMesh::new(positions, triangles))
+}
+
+fn base_mesh(s: &Scenario, dir: &Path) -> Fallible<BaseMesh> {
+    let base = match &s.mesh {
+        MeshSource::Rectangle {
+            width,
+            height,
+            cells_x,
+            cells_y,
+        } => BaseMesh::rectangle(
+            size(*width, "mesh width")?,
+            size(*height, "mesh height")?,
+            cells(*cells_x, "cells_x")?,
+            cells(*cells_y, "cells_y")?,
+        )
+        .map_err(|e| format!("mesh: {e}"))?,
+        MeshSource::Disc {
+            radius,
+            rings,
+            segments,
+        } => {
+            let segments = cells(*segments, "segments")?.max(3);
+            disc(
+                size(*radius, "disc radius")?,
+                cells(*rings, "rings")?,
+                segments,
+            )
+        }
+        MeshSource::Obj { path } => load_obj(&dir.join(path))?,
+    };
+    let place = Pose::new(
+        vec3(s.placement.translation, "placement translation")?,
+        rotation(s.placement.rotation_deg, "placement rotation")?,
+    );
+    Ok(base.map_positions(|p| place.transform_point(p.as_dvec3()).as_vec3()))
+}
+
+fn pinned_vertices(s: &Scenario, base: &BaseMesh) -> Fallible<Vec<u32>> {
+    match &s.pins {
+        Pins::None => Ok(Vec::new()),
+        Pins::Vertices(v) => {
+            if let Some(bad) = v.iter().find(|&&i| i as usize >= base.positions.len()) {
+                return Err(format!(
+                    "pin vertex {bad} does not exist (the mesh has {} vertices)",
+                    base.positions.len()
+                )
+                .into());
+            }
+            Ok(v.clone())
+        }
+        Pins::Box { min, max } => {
+            let (lo, hi) = (vec3(*min, "pin box min")?, vec3(*max, "pin box max")?);
+            Ok((0..base.positions.len() as u32)
+                .filter(|&i| {
+                    let p = base.positions[i as usize].as_dvec3();
+                    p.cmpge(lo).all() && p.cmple(hi).all()
+                })
+                .collect())
+        }
+    }
+}
+
+fn keyframe_pose(keys: &[Keyframe], t: f64) -> Fallible<Pose> {
+    let pose = |k: &Keyframe| -> Fallible<Pose> {
+        Ok(Pose::new(
+            vec3(k.1, "keyframe translation")?,
+            rotation(k.2, "keyframe rotation")?,
+        ))
+    };
+    let first = keys.first().ok_or("keyframes: empty list")?;
+    if t <= first.0 {
+        return pose(first);
+    }
+    for w in keys.windows(2) {
+        if t <= w[1].0 {
+            let s = (t - w[0].0) / (w[1].0 - w[0].0).max(1e-9);
+            return Ok(pose(&w[0])?.interpolate(&pose(&w[1])?, s));
+        }
+    }
+    pose(keys.last().ok_or("keyframes: empty list")?)
+}
+
+/// What a scenario run measured.
+#[derive(Debug, Clone)]
+pub struct Summary {
+    /// Frames run.
+    pub frames: u32,
+    /// Cloth nodes.
+    pub nodes: usize,
+    /// Wall time of each tick, ms.
+    pub times: Vec<f64>,
+    /// Worst max render-mesh strain over the frames.
+    pub max_strain: f64,
+    /// Worst mean strain over the frames.
+    pub mean_strain: f64,
+    /// Deepest node inside a body's thickness layer, m.
+    pub max_penetration_m: f64,
+    /// Worst conformity residual.
+    pub conformity_residual: f64,
+    /// Frames with a non-finite position.
+    pub nan_frames: u32,
+    /// Iterations per tick.
+    pub iterations: u32,
+}
+
+/// Reads, validates and runs the scenario file at `path` headless through the ECS layer,
+/// writing an OBJ per frame under `obj_dir` if given. Returns the scenario's name and what was
+/// measured, or one error naming the problem; it never panics on bad input and caps sizes and
+/// frame counts so that it cannot hang.
+pub fn run(path: &Path, obj_dir: Option<&Path>) -> Result<(String, bool, Summary), ScenarioError> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if text.len() > 16 << 20 {
+        return Err(format!("{}: larger than 16 MiB", path.display()).into());
+    }
+    let s: Scenario = ron::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    if s.frames == 0 || s.frames > MAX_FRAMES {
+        return Err(format!("frames must be in 1..={MAX_FRAMES}: {}", s.frames).into());
+    }
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let base = base_mesh(&s, dir)?;
+    let pinned = pinned_vertices(&s, &base)?;
+    let mesh = ClothMesh::new(&base).map_err(|e| format!("mesh: {e}"))?;
+    let pins = mesh.nodes_for_vertices(&pinned, true);
+    let budget = match &s.budget {
+        Budget::Mobile => BudgetPreset::mobile(),
+        Budget::Console => BudgetPreset::console(),
+        Budget::Desktop => BudgetPreset::desktop(),
+        Budget::Custom(p) => p.clone(),
+    };
+    let gravity = vec3(s.gravity, "gravity")?;
+    let settings = budget
+        .settings(1.0 / 60.0, gravity)
+        .map_err(|e| format!("budget: {e}"))?;
+    let mut cloth = Cloth::from_mesh(mesh, s.material, &pins, SolverSettings { ..settings })
+        .map_err(|e| format!("cloth: {e}"))?;
+    let aero = match s.wind {
+        Some(w) => Aerodynamics::cloth(vec3(w, "wind")?),
+        None => Aerodynamics::default(),
+    };
+    let config = ClothConfig {
+        budget,
+        gravity,
+        contact: s.contact,
+        aero,
+        ..Default::default()
+    };
+    // Validate through the same setters the systems use, so errors name the setting.
+    cloth
+        .set_contact_settings(config.contact)
+        .and_then(|_| cloth.set_aerodynamics(config.aero))
+        .map_err(|e| format!("settings: {e}"))?;
+
+    let mut world = World::new();
+    init_cloth_resources(&mut world);
+    world.insert_resource(config);
+    let mut schedule = Schedule::default();
+    add_cloth_systems(&mut schedule);
+
+    let mut rig = s
+        .character
+        .as_ref()
+        .map(|c| CharacterRig::new(c.animation, DVec3::ZERO, 0.0));
+    let mut poses = Vec::new();
+    let mut bone_entities = Vec::new();
+    if let Some(r) = &rig {
+        r.poses(&mut poses);
+        for (b, pose) in poses.iter().enumerate() {
+            let mut e = world.spawn(BonePose(*pose));
+            if let Some((shape, offset)) = CharacterRig::bone_collider(b) {
+                e.insert(BoneCollider { shape, offset });
+            }
+            bone_entities.push(e.id());
+        }
+    }
+    let mut keyed = Vec::new();
+    for (k, c) in s.colliders.iter().enumerate() {
+        c.shape
+            .validate()
+            .map_err(|e| format!("collider {k}: {e}"))?;
+        let pose = match &c.motion {
+            Motion::Static {
+                translation,
+                rotation_deg,
+            } => Pose::new(
+                vec3(*translation, "collider translation")?,
+                rotation(*rotation_deg, "collider rotation")?,
+            ),
+            Motion::Keyframes(keys) => {
+                if keys.iter().any(|k| !k.0.is_finite()) {
+                    return Err(format!("collider {k}: a keyframe time is not finite").into());
+                }
+                keyframe_pose(keys, 0.0)?
+            }
+        };
+        let e = world
+            .spawn((
+                BonePose(pose),
+                BoneCollider {
+                    shape: c.shape,
+                    offset: Pose::IDENTITY,
+                },
+            ))
+            .id();
+        if let Motion::Keyframes(keys) = &c.motion {
+            keyed.push((e, keys.clone()));
+        }
+    }
+    let nodes = cloth.positions().len();
+    let mut entity = world.spawn(ClothRenderMesh::default());
+    if let (Some(spec), Some(_)) = (&s.character, &rig)
+        && spec.attach_pins
+    {
+        let index = |n: &str| rig::bone(n).map(|b| b as u32).ok_or("missing bone");
+        let (chest, cl, cr) = (index("chest")?, index("clavicle.L")?, index("clavicle.R")?);
+        let bindings: Vec<(u32, Vec<Influence>)> = cloth
+            .pins()
+            .iter()
+            .map(|&n| {
+                let x = poses[0]
+                    .inverse_transform_point(cloth.positions()[n as usize])
+                    .x;
+                let side = if x > 0.0 { cl } else { cr };
+                (
+                    n,
+                    vec![
+                        Influence {
+                            bone: chest,
+                            weight: 0.5,
+                        },
+                        Influence {
+                            bone: side,
+                            weight: 0.5,
+                        },
+                    ],
+                )
+            })
+            .collect();
+        let settings = AttachmentSettings {
+            linear_inertia: spec.linear_inertia,
+            angular_inertia: spec.angular_inertia,
+            ..Default::default()
+        };
+        let attachments = Attachments::bind(&cloth, &bindings, &poses, 0, settings)
+            .map_err(|e| format!("attachments: {e}"))?;
+        entity.insert(ClothAttachments {
+            bones: bone_entities.clone(),
+            attachments,
+            last_error: None,
+        });
+    }
+    let cloth_entity = entity.insert(ClothSim::new(cloth)).id();
+
+    if let Some(dir) = obj_dir {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    let mut sum = Summary {
+        frames: s.frames,
+        nodes,
+        times: Vec::with_capacity(s.frames as usize),
+        max_strain: 0.0,
+        mean_strain: 0.0,
+        max_penetration_m: 0.0,
+        conformity_residual: 0.0,
+        nan_frames: 0,
+        iterations: 0,
+    };
+    for frame in 0..s.frames {
+        let t = (frame + 1) as f64 / 60.0;
+        if let Some(r) = &mut rig {
+            r.advance(1.0 / 60.0);
+            r.poses(&mut poses);
+            for (b, &e) in bone_entities.iter().enumerate() {
+                world.get_mut::<BonePose>(e).ok_or("bone vanished")?.0 = poses[b];
+            }
+        }
+        for (e, keys) in &keyed {
+            let pose = keyframe_pose(keys, t)?;
+            world.get_mut::<BonePose>(*e).ok_or("collider vanished")?.0 = pose;
+        }
+        let start = Instant::now();
+        schedule.run(&mut world);
+        sum.times.push(start.elapsed().as_secs_f64() * 1e3);
+        let sim = world
+            .get::<ClothSim>(cloth_entity)
+            .ok_or("cloth vanished")?;
+        if let Some(e) = &sim.last_error {
+            return Err(format!("frame {frame}: {e}").into());
+        }
+        sum.iterations = sim.last_step.iterations;
+        if sim.cloth.positions().iter().any(|p| !p.is_finite()) {
+            sum.nan_frames += 1;
+            continue;
+        }
+        let m = sim.cloth.measures();
+        sum.max_strain = sum.max_strain.max(m.max_strain);
+        sum.mean_strain = sum.mean_strain.max(m.mean_strain);
+        sum.conformity_residual = sum.conformity_residual.max(m.conformity_residual);
+        let pen = world.resource::<ClothColliders>().set.max_penetration(
+            sim.cloth.positions(),
+            sim.cloth.contact_settings().thickness,
+        );
+        sum.max_penetration_m = sum.max_penetration_m.max(pen);
+        if let Some(dir) = obj_dir {
+            let mesh = world
+                .get::<ClothRenderMesh>(cloth_entity)
+                .ok_or("mesh vanished")?;
+            write_obj(&dir.join(format!("{}_{frame:05}.obj", s.name)), mesh)?;
+        }
+    }
+    Ok((s.name, s.character.is_some(), sum))
+}
+
+fn write_obj(path: &Path, mesh: &ClothRenderMesh) -> Fallible<()> {
+    use std::fmt::Write;
+    let mut out = String::new();
+    for p in &mesh.positions {
+        let _ = writeln!(out, "v {} {} {}", p.x, p.y, p.z);
+    }
+    for n in &mesh.normals {
+        let _ = writeln!(out, "vn {} {} {}", n.x, n.y, n.z);
+    }
+    for t in mesh.indices.chunks_exact(3) {
+        let [a, b, c] = [t[0] + 1, t[1] + 1, t[2] + 1];
+        let _ = writeln!(out, "f {a}//{a} {b}//{b} {c}//{c}");
+    }
+    std::fs::write(path, out).map_err(|e| format!("{}: {e}", path.display()).into())
+}
