@@ -26,6 +26,9 @@ use crate::solver::{Contact, ContactSolve, Scratch, solve_substep};
 /// What one call to [`Cloth::step`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StepReport {
+    /// Whether a non-finite position appeared and the cloth went back to its last good state
+    /// (the state before this call), then stood still there.
+    pub recovered: bool,
     /// Substeps run.
     pub substeps: u32,
     /// Local-global iterations run, over all substeps.
@@ -37,7 +40,7 @@ pub struct StepReport {
 }
 
 /// Positions and velocities of a cloth, now and one substep back (what BDF2 needs).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ClothState {
     /// Node positions in metres.
     pub positions: Vec<DVec3>,
@@ -49,6 +52,36 @@ pub struct ClothState {
     pub prev_velocities: Vec<DVec3>,
     /// Whether a previous substep exists (else the next substep is backward Euler).
     pub has_history: bool,
+}
+
+/// Everything a cloth needs to continue bit-identically: its state, pin interpolation, the
+/// frame accumulator and which nodes touched a body, plus a fingerprint of the mesh and pin set
+/// it came from. Serde-serialisable; restore with [`Cloth::restore`]. (Through JSON, enable
+/// serde_json's `float_roundtrip` feature: its default float parsing is not exact, and the
+/// continued run then drifts from the uninterrupted one.)
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ClothSnapshot {
+    /// Fingerprint of the mesh (topology and rest shape) and the pin set.
+    pub fingerprint: u64,
+    /// Positions and velocities with their history.
+    pub state: ClothState,
+    /// Pin positions at the start of the frame.
+    pub pin_start: Vec<DVec3>,
+    /// Pin targets for the end of the frame.
+    pub pin_target: Vec<DVec3>,
+    /// Time accumulated toward the next substep.
+    pub accumulator: f64,
+    /// Nodes touching a body after the last substep.
+    pub touching: Vec<bool>,
+}
+
+/// Copies `from` into `to`, reusing `to`'s buffers.
+fn copy_state(to: &mut ClothState, from: &ClothState) {
+    to.positions.clone_from(&from.positions);
+    to.prev_positions.clone_from(&from.prev_positions);
+    to.velocities.clone_from(&from.velocities);
+    to.prev_velocities.clone_from(&from.prev_velocities);
+    to.has_history = from.has_history;
 }
 
 /// One simulated cloth. See the module docs.
@@ -70,6 +103,10 @@ pub struct Cloth {
     aero: Aerodynamics,
     /// Per-node acceleration from the air, this substep.
     accel: Vec<DVec3>,
+    /// State before the current step, to go back to if a non-finite position appears.
+    last_good: ClothState,
+    /// How many times the cloth went back to its last good state.
+    recoveries: u64,
 }
 
 impl Cloth {
@@ -98,6 +135,14 @@ impl Cloth {
             contact_solve: ContactSolve::default(),
             aero: Aerodynamics::default(),
             accel: vec![DVec3::ZERO; n],
+            last_good: ClothState {
+                positions: Vec::new(),
+                prev_positions: Vec::new(),
+                velocities: Vec::new(),
+                prev_velocities: Vec::new(),
+                has_history: false,
+            },
+            recoveries: 0,
             model,
         }
     }
@@ -372,12 +417,15 @@ impl Cloth {
             iterations: run * self.settings.iterations,
             dropped_substeps: (wanted - run as u64).min(u32::MAX as u64) as u32,
             contacts: 0,
+            recovered: false,
         };
         if wanted > cap {
             self.accumulator = 0.0;
         } else {
             self.accumulator = (self.accumulator - run as f64 * h).max(0.0);
         }
+        // Keep the state to go back to if a non-finite position appears (reusing buffers).
+        copy_state(&mut self.last_good, &self.state);
         for k in 1..=run {
             let s = k as f64 / run as f64;
             for (i, &p) in self.model.pins.iter().enumerate() {
@@ -387,6 +435,20 @@ impl Cloth {
             self.substep_with_pins_in_x_new(colliders, s0, s);
         }
         report.contacts = self.contact_pass.last_contacts as u32;
+        if !self.state.positions.iter().all(|p| p.is_finite())
+            || !self.state.velocities.iter().all(|v| v.is_finite())
+        {
+            // Back to the last good state, at rest there, history forgotten.
+            copy_state(&mut self.state, &self.last_good);
+            self.state.velocities.fill(DVec3::ZERO);
+            self.state.prev_velocities.fill(DVec3::ZERO);
+            self.state
+                .prev_positions
+                .copy_from_slice(&self.state.positions);
+            self.state.has_history = false;
+            self.recoveries += 1;
+            report.recovered = true;
+        }
         if run > 0 {
             self.pin_start.copy_from_slice(&self.pin_target);
         } else {
@@ -510,6 +572,102 @@ impl Cloth {
             }
         }
         st.has_history = true;
+    }
+
+    /// Fault injection for tests of the recovery path: makes `node`'s velocity NaN, as a solver
+    /// fault would. Not part of the supported API.
+    #[doc(hidden)]
+    pub fn poison_velocity_for_tests(&mut self, node: usize) {
+        if let Some(v) = self.state.velocities.get_mut(node) {
+            *v = DVec3::NAN;
+        }
+    }
+
+    /// How many steps found a non-finite position and went back to the last good state.
+    pub fn recoveries(&self) -> u64 {
+        self.recoveries
+    }
+
+    /// A fingerprint of the mesh (topology and rest shape) and pin set.
+    pub fn fingerprint(&self) -> u64 {
+        // FNV-1a over the render triangles, rest positions and pins.
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut eat = |v: u64| {
+            for b in v.to_le_bytes() {
+                h ^= b as u64;
+                h = h.wrapping_mul(0x100_0000_01b3);
+            }
+        };
+        let mesh = &self.model.mesh;
+        eat(mesh.node_count() as u64);
+        for t in mesh.render_triangles() {
+            for &i in t {
+                eat(i as u64);
+            }
+        }
+        for p in mesh.metric_positions() {
+            eat(p.x.to_bits());
+            eat(p.y.to_bits());
+            eat(p.z.to_bits());
+        }
+        for &p in &self.model.pins {
+            eat(p as u64);
+        }
+        h
+    }
+
+    /// Everything needed to continue this cloth later, bit-identically (allocates).
+    pub fn snapshot(&self) -> ClothSnapshot {
+        ClothSnapshot {
+            fingerprint: self.fingerprint(),
+            state: self.state.clone(),
+            pin_start: self.pin_start.clone(),
+            pin_target: self.pin_target.clone(),
+            accumulator: self.accumulator,
+            touching: self.contact_pass.touching().to_vec(),
+        }
+    }
+
+    /// Continues from `snapshot`. Refused (and nothing changes) if it comes from another mesh or
+    /// pin set, or holds non-finite or mis-sized data.
+    pub fn restore(&mut self, snapshot: &ClothSnapshot) -> Result<(), ClothError> {
+        let mismatch = |reason: String| Err(ClothError::SnapshotMismatch { reason });
+        if snapshot.fingerprint != self.fingerprint() {
+            return mismatch("taken from a different mesh or pin set".into());
+        }
+        let n = self.state.positions.len();
+        let st = &snapshot.state;
+        let sizes = [
+            st.positions.len(),
+            st.prev_positions.len(),
+            st.velocities.len(),
+            st.prev_velocities.len(),
+            snapshot.touching.len(),
+        ];
+        if sizes.iter().any(|&l| l != n)
+            || snapshot.pin_start.len() != self.pin_start.len()
+            || snapshot.pin_target.len() != self.pin_target.len()
+        {
+            return mismatch("array sizes differ from this cloth".into());
+        }
+        let finite = st
+            .positions
+            .iter()
+            .chain(&st.prev_positions)
+            .chain(&st.velocities)
+            .chain(&st.prev_velocities)
+            .chain(&snapshot.pin_start)
+            .chain(&snapshot.pin_target)
+            .all(|v| v.is_finite());
+        if !(finite && snapshot.accumulator.is_finite() && snapshot.accumulator >= 0.0) {
+            return mismatch("non-finite values".into());
+        }
+        self.state.clone_from(st);
+        self.pin_start.copy_from_slice(&snapshot.pin_start);
+        self.pin_target.copy_from_slice(&snapshot.pin_target);
+        self.accumulator = snapshot.accumulator;
+        self.contact_pass.set_touching(&snapshot.touching);
+        Ok(())
     }
 
     /// Quality and energy measures of the current state (allocates; not for the frame loop).

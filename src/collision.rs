@@ -807,6 +807,16 @@ impl ContactPass {
         self.depth[candidate as usize] = depth;
     }
 
+    /// Per node: touching a body after the last substep.
+    pub fn touching(&self) -> &[bool] {
+        &self.was_touching
+    }
+
+    /// Restores which nodes touch a body (from a snapshot of the same cloth).
+    pub fn set_touching(&mut self, touching: &[bool]) {
+        self.was_touching.copy_from_slice(touching);
+    }
+
     /// Whether any candidates exist this substep.
     pub fn active(&self) -> bool {
         !self.candidates.is_empty()

@@ -156,4 +156,10 @@ pub enum ClothError {
     /// points at absurd weights or masses).
     #[error("the system matrix could not be factored: {0}")]
     Factorization(String),
+    /// A snapshot taken from a cloth of another mesh (or another pin set).
+    #[error("snapshot does not fit this cloth: {reason}")]
+    SnapshotMismatch {
+        /// What differs.
+        reason: String,
+    },
 }

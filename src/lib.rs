@@ -62,7 +62,7 @@ mod sparse;
 
 pub use aero::Aerodynamics;
 pub use attachment::{AttachError, AttachmentSettings, Attachments, Influence};
-pub use cloth::{Cloth, ClothState, StepReport};
+pub use cloth::{Cloth, ClothSnapshot, ClothState, StepReport};
 pub use collision::{ColliderError, ColliderId, ColliderSet, ColliderShape, ContactSettings, Pose};
 pub use energy::{BendingRest, Material};
 pub use equilibrium::RelaxReport;
