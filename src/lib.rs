@@ -32,7 +32,8 @@
 //! only place faer is used), [`model`] (the prepared, shareable form), `solver` (the local-global
 //! iterations), [`integrator`] (BDF2 and backward Euler), [`cloth`] (state and stepping),
 //! [`measures`] (strain, isometry, conformity, energy), [`aero`] (wind, drag, lift,
-//! damping), [`collision`] (kinematic capsules,
+//! damping), [`worker`] (stepping on a worker thread, the only place crossbeam is used),
+//! [`collision`] (kinematic capsules,
 //! spheres and planes; the only place parry3d is used), [`attachment`] (pins driven by bones,
 //! skinning, teleports, inertia scaling), [`equilibrium`] (static
 //! equilibrium by Newton's method: pre-settling and converged references).
@@ -59,6 +60,7 @@ pub mod rig;
 pub mod scenario;
 mod solver;
 mod sparse;
+pub mod worker;
 
 pub use aero::Aerodynamics;
 pub use attachment::{AttachError, AttachmentSettings, Attachments, Influence};

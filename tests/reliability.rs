@@ -2,7 +2,7 @@
 //! runs, and recovery from a non-finite state. Each test states the behaviour it pins down.
 
 use glam::DVec3;
-use isocloth::{Cloth, ClothError, ColliderSet, ColliderShape, Pose};
+use isocloth::{Cloth, ClothError, ColliderSet};
 
 mod common;
 
@@ -25,19 +25,7 @@ fn scene() -> (Cloth, ColliderSet) {
         .map(|p| DVec3::new(0.0, 0.0, -2.0 * (1.5 - p.y)))
         .collect();
     cloth.set_velocities(&v).unwrap();
-    let mut colliders = ColliderSet::new();
-    colliders
-        .add(
-            ColliderShape::Capsule {
-                half_height: 0.2,
-                radius: 0.08,
-            },
-            Pose::new(
-                DVec3::new(0.0, 1.0, -0.25),
-                glam::DQuat::from_rotation_z(std::f64::consts::FRAC_PI_2),
-            ),
-        )
-        .unwrap();
+    let colliders = common::capsule_at(-0.25);
     (cloth, colliders)
 }
 

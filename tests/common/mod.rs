@@ -42,3 +42,21 @@ pub fn bind_pins_to_one_bone(
         .collect();
     Attachments::bind(cloth, &nodes, &[pose], 0, settings).unwrap()
 }
+
+/// A horizontal capsule (radius 8 cm, 0.56 m long) at height 1 m, `z` in front of the cape.
+pub fn capsule_at(z: f64) -> isocloth::ColliderSet {
+    let mut colliders = isocloth::ColliderSet::new();
+    colliders
+        .add(
+            isocloth::ColliderShape::Capsule {
+                half_height: 0.2,
+                radius: 0.08,
+            },
+            Pose::new(
+                glam::DVec3::new(0.0, 1.0, z),
+                glam::DQuat::from_rotation_z(std::f64::consts::FRAC_PI_2),
+            ),
+        )
+        .unwrap();
+    colliders
+}
