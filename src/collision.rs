@@ -515,8 +515,7 @@ impl Body {
             }
         }? as f64;
         let hit = p0 + toi * d;
-        let (surface, normal) = self.project(hit);
-        let _ = surface;
+        let (_, normal) = self.project(hit);
         Some((toi, normal))
     }
 
