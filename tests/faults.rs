@@ -13,13 +13,7 @@ fn cape() -> Cloth {
     common::hanging_cape(0.6, 0.8, 8)
 }
 
-fn max_speed(cloth: &Cloth) -> f64 {
-    cloth
-        .velocities()
-        .iter()
-        .map(|v| v.length())
-        .fold(0.0, f64::max)
-}
+use common::max_speed;
 
 /// A NaN bone pose or collider pose is refused with a typed error and changes nothing: the
 /// cloth steps on, finite, with its previous targets and the collider at its previous pose.

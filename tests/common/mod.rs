@@ -60,3 +60,12 @@ pub fn capsule_at(z: f64) -> isocloth::ColliderSet {
         .unwrap();
     colliders
 }
+
+/// The largest node speed of `cloth`, m/s.
+pub fn max_speed(cloth: &Cloth) -> f64 {
+    cloth
+        .velocities()
+        .iter()
+        .map(|v| v.length())
+        .fold(0.0, f64::max)
+}
