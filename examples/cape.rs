@@ -14,8 +14,8 @@ use std::time::Instant;
 use bevy_ecs::prelude::*;
 use glam::{DMat4, DQuat, DVec3, DVec4, Vec3};
 use isocloth::ecs::{
-    BoneCollider, BonePose, ClothAttachments, ClothColliders, ClothConfig, ClothRenderMesh,
-    ClothSim, add_cloth_systems, init_cloth_resources,
+    BonePose, ClothAttachments, ClothColliders, ClothConfig, ClothRenderMesh, ClothSim,
+    add_cloth_systems, init_cloth_resources, spawn_character_bones,
 };
 use isocloth::rig::{self, Animation, BONES, CharacterRig};
 use isocloth::{
@@ -40,30 +40,9 @@ fn cape(poses: &[Pose]) -> Result<(Cloth, Bindings), Box<dyn std::error::Error>>
     let mesh = ClothMesh::new(&base)?;
     let top: Vec<u32> = (0..=cx).map(|i| BaseMesh::grid_index(cx, i, cy)).collect();
     let pins = mesh.nodes_for_vertices(&top, true);
-    let index = |name: &str| rig::bone(name).map(|b| b as u32).ok_or("missing bone");
-    let (chest, cl, cr) = (index("chest")?, index("clavicle.L")?, index("clavicle.R")?);
     let settings = SolverSettings::default();
     let cloth = Cloth::from_mesh(mesh, Material::default(), &pins, settings)?;
-    let local = |p: DVec3| poses[0].inverse_transform_point(p);
-    let nodes = pins
-        .iter()
-        .map(|&n| {
-            let x = local(cloth.positions()[n as usize]).x / (0.5 * width as f64);
-            let side = if x > 0.0 { cl } else { cr };
-            let w = x.abs().clamp(0.0, 1.0);
-            let mut inf = vec![Influence {
-                bone: chest,
-                weight: 1.0 - 0.8 * w,
-            }];
-            if w > 0.0 {
-                inf.push(Influence {
-                    bone: side,
-                    weight: 0.8 * w,
-                });
-            }
-            (n, inf)
-        })
-        .collect();
+    let nodes = rig::shoulder_bindings(cloth.positions(), cloth.pins(), &poses[0]);
     Ok((cloth, nodes))
 }
 
@@ -284,15 +263,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut poses = Vec::new();
     walker.poses(&mut poses);
     let bind = poses.clone();
-    let bones: Vec<Entity> = (0..BONES.len())
-        .map(|b| {
-            let mut e = world.spawn(BonePose(bind[b]));
-            if let Some((shape, offset)) = CharacterRig::bone_collider(b) {
-                e.insert(BoneCollider { shape, offset });
-            }
-            e.id()
-        })
-        .collect();
+    let bones = spawn_character_bones(&mut world, &bind);
     let (cloth, nodes) = cape(&bind)?;
     let node_count = cloth.positions().len();
     let attachments = Attachments::bind(

@@ -9,6 +9,7 @@
 use glam::{DQuat, DVec3};
 use serde::{Deserialize, Serialize};
 
+use crate::attachment::Influence;
 use crate::collision::{ColliderShape, Pose};
 
 /// Bone names, in pose order.
@@ -260,6 +261,42 @@ impl CharacterRig {
             _ => None,
         }
     }
+}
+
+/// Skin weights hanging a cape's `nodes` (at `positions`) from the shoulders of a character
+/// whose pelvis is at `root`: each node follows the chest, blended toward the clavicle on its
+/// side by up to 0.8 at the cape's outer edges (measured across the nodes' width in the
+/// character's frame).
+pub fn shoulder_bindings(
+    positions: &[glam::DVec3],
+    nodes: &[u32],
+    root: &Pose,
+) -> Vec<(u32, Vec<Influence>)> {
+    let index = |name: &str| bone(name).map_or(0, |b| b as u32);
+    let (chest, left, right) = (index("chest"), index("clavicle.L"), index("clavicle.R"));
+    let local: Vec<f64> = nodes
+        .iter()
+        .map(|&n| root.inverse_transform_point(positions[n as usize]).x)
+        .collect();
+    let half = local.iter().fold(0.0f64, |m, x| m.max(x.abs())).max(1e-9);
+    nodes
+        .iter()
+        .zip(&local)
+        .map(|(&n, &x)| {
+            let w = (x.abs() / half).min(1.0);
+            let mut inf = vec![Influence {
+                bone: chest,
+                weight: 1.0 - 0.8 * w,
+            }];
+            if w > 0.0 {
+                inf.push(Influence {
+                    bone: if x > 0.0 { left } else { right },
+                    weight: 0.8 * w,
+                });
+            }
+            (n, inf)
+        })
+        .collect()
 }
 
 #[cfg(test)]

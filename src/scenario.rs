@@ -17,12 +17,12 @@ use serde::Deserialize;
 use thiserror::Error;
 
 use crate::aero::Aerodynamics;
-use crate::attachment::{AttachmentSettings, Attachments, Influence};
+use crate::attachment::{AttachmentSettings, Attachments};
 use crate::cloth::Cloth;
 use crate::collision::{ColliderShape, ContactSettings, Pose};
 use crate::ecs::{
     BoneCollider, BonePose, BudgetPreset, ClothAttachments, ClothColliders, ClothConfig,
-    ClothRenderMesh, ClothSim, add_cloth_systems, init_cloth_resources,
+    ClothRenderMesh, ClothSim, add_cloth_systems, init_cloth_resources, spawn_character_bones,
 };
 use crate::energy::Material;
 use crate::mesh::{BaseMesh, ClothMesh};
@@ -437,13 +437,7 @@ pub fn run(path: &Path, obj_dir: Option<&Path>) -> Result<(String, bool, Summary
     let mut bone_entities = Vec::new();
     if let Some(r) = &rig {
         r.poses(&mut poses);
-        for (b, pose) in poses.iter().enumerate() {
-            let mut e = world.spawn(BonePose(*pose));
-            if let Some((shape, offset)) = CharacterRig::bone_collider(b) {
-                e.insert(BoneCollider { shape, offset });
-            }
-            bone_entities.push(e.id());
-        }
+        bone_entities = spawn_character_bones(&mut world, &poses);
     }
     let mut keyed = Vec::new();
     for (k, c) in s.colliders.iter().enumerate() {
@@ -483,31 +477,7 @@ pub fn run(path: &Path, obj_dir: Option<&Path>) -> Result<(String, bool, Summary
     if let (Some(spec), Some(_)) = (&s.character, &rig)
         && spec.attach_pins
     {
-        let index = |n: &str| rig::bone(n).map(|b| b as u32).ok_or("missing bone");
-        let (chest, cl, cr) = (index("chest")?, index("clavicle.L")?, index("clavicle.R")?);
-        let bindings: Vec<(u32, Vec<Influence>)> = cloth
-            .pins()
-            .iter()
-            .map(|&n| {
-                let x = poses[0]
-                    .inverse_transform_point(cloth.positions()[n as usize])
-                    .x;
-                let side = if x > 0.0 { cl } else { cr };
-                (
-                    n,
-                    vec![
-                        Influence {
-                            bone: chest,
-                            weight: 0.5,
-                        },
-                        Influence {
-                            bone: side,
-                            weight: 0.5,
-                        },
-                    ],
-                )
-            })
-            .collect();
+        let bindings = rig::shoulder_bindings(cloth.positions(), cloth.pins(), &poses[0]);
         let settings = AttachmentSettings {
             linear_inertia: spec.linear_inertia,
             angular_inertia: spec.angular_inertia,

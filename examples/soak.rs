@@ -1,0 +1,168 @@
+//! Soak: a cape on the procedural character under random motion (walk, run, spin, idle, each for
+//! a random 1-6 s, with random 100 m teleports now and then) at the default budget through the
+//! ECS layer, for a given number of simulated minutes. Prints a table per simulated minute,
+//! then one JSON line: `minutes`, `frames`, `nan_frames`, `recoveries`, `max_strain`,
+//! `mean_strain`, `max_penetration_m`, `step_ms_median`, `step_ms_p99`.
+//!
+//! Run: `cargo run --release --example soak -- 60` (one simulated hour; about 6 minutes here).
+
+use std::time::Instant;
+
+use bevy_ecs::prelude::*;
+use glam::DVec3;
+use isocloth::ecs::{
+    BonePose, ClothAttachments, ClothColliders, ClothSim, add_cloth_systems, init_cloth_resources,
+    spawn_character_bones,
+};
+use isocloth::rig::{self, Animation, CharacterRig};
+use isocloth::{
+    AttachmentSettings, Attachments, BaseMesh, Cloth, ClothMesh, Material, SolverSettings,
+};
+
+/// A small deterministic generator (xorshift), so runs are reproducible.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> f64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let minutes: f64 = std::env::args()
+        .nth(1)
+        .map(|a| a.parse())
+        .transpose()?
+        .unwrap_or(1.0);
+    if !(minutes.is_finite() && minutes > 0.0 && minutes <= 24.0 * 60.0) {
+        return Err("minutes must be in (0, 1440]".into());
+    }
+    let frames = (minutes * 3600.0).round() as usize;
+    let mut world = World::new();
+    init_cloth_resources(&mut world);
+    let mut schedule = Schedule::default();
+    add_cloth_systems(&mut schedule);
+
+    let mut rig = CharacterRig::new(Animation::Idle, DVec3::ZERO, 0.0);
+    let mut poses = Vec::new();
+    rig.poses(&mut poses);
+    let bones = spawn_character_bones(&mut world, &poses);
+    let base = BaseMesh::rectangle(0.5, 0.9, 10, 18)?
+        .map_positions(|p| glam::Vec3::new(p.x - 0.25, 0.56 + p.y, -0.19));
+    let mesh = ClothMesh::new(&base)?;
+    let top: Vec<u32> = (0..=10).map(|i| BaseMesh::grid_index(10, i, 18)).collect();
+    let pins = mesh.nodes_for_vertices(&top, true);
+    let cloth = Cloth::from_mesh(mesh, Material::default(), &pins, SolverSettings::default())?;
+    let bindings = rig::shoulder_bindings(cloth.positions(), cloth.pins(), &poses[0]);
+    let settings = AttachmentSettings {
+        linear_inertia: 0.8,
+        angular_inertia: 0.6,
+        ..Default::default()
+    };
+    let attachments = Attachments::bind(&cloth, &bindings, &poses, 0, settings)?;
+    let cape = world
+        .spawn((
+            ClothSim::new(cloth),
+            ClothAttachments {
+                bones: bones.clone(),
+                attachments,
+                last_error: None,
+            },
+        ))
+        .id();
+
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut switch_at = 0.0;
+    let (mut nan_frames, mut max_strain, mut mean_strain, mut max_pen) =
+        (0u64, 0.0f64, 0.0f64, 0.0f64);
+    let mut times = Vec::with_capacity(frames);
+    let mut minute = (0.0f64, 0.0f64, 0.0f64);
+    println!("isocloth soak: {minutes} simulated minutes ({frames} frames), default budget");
+    println!();
+    println!(
+        "{:>7} {:>11} {:>12} {:>16} {:>10}",
+        "minute", "max strain", "mean strain", "penetration (m)", "recoveries"
+    );
+    for frame in 0..frames {
+        let t = frame as f64 / 60.0;
+        if t >= switch_at {
+            let pick = rng.next();
+            let animation = if pick < 0.3 {
+                Animation::Walk
+            } else if pick < 0.55 {
+                Animation::Run
+            } else if pick < 0.75 {
+                Animation::Spin {
+                    rate: 6.0 * (rng.next() - 0.5),
+                }
+            } else {
+                Animation::Idle
+            };
+            let mut position = rig.position;
+            if rng.next() < 0.05 {
+                position += DVec3::new(100.0, 0.0, 0.0); // a teleport
+            }
+            rig = CharacterRig::new(animation, position, rig.heading);
+            switch_at = t + 1.0 + 5.0 * rng.next();
+        }
+        rig.advance(1.0 / 60.0);
+        rig.poses(&mut poses);
+        for (b, &e) in bones.iter().enumerate() {
+            world.get_mut::<BonePose>(e).ok_or("bone")?.0 = poses[b];
+        }
+        let start = Instant::now();
+        schedule.run(&mut world);
+        times.push(start.elapsed().as_secs_f64() * 1e3);
+        let sim = world.get::<ClothSim>(cape).ok_or("cape")?;
+        if !sim.cloth.positions().iter().all(|p| p.is_finite()) {
+            nan_frames += 1;
+            continue;
+        }
+        if frame % 10 == 0 {
+            let m = sim.cloth.measures();
+            let pen = world.resource::<ClothColliders>().set.max_penetration(
+                sim.cloth.positions(),
+                sim.cloth.contact_settings().thickness,
+            );
+            minute.0 = minute.0.max(m.max_strain);
+            minute.1 = minute.1.max(m.mean_strain);
+            minute.2 = minute.2.max(pen);
+        }
+        if (frame + 1) % 3600 == 0 || frame + 1 == frames {
+            println!(
+                "{:>7.1} {:>11.2e} {:>12.2e} {:>16.2e} {:>10}",
+                (frame + 1) as f64 / 3600.0,
+                minute.0,
+                minute.1,
+                minute.2,
+                sim.cloth.recoveries()
+            );
+            max_strain = max_strain.max(minute.0);
+            mean_strain = mean_strain.max(minute.1);
+            max_pen = max_pen.max(minute.2);
+            minute = (0.0, 0.0, 0.0);
+        }
+    }
+    let recoveries = world
+        .get::<ClothSim>(cape)
+        .ok_or("cape")?
+        .cloth
+        .recoveries();
+    times.sort_by(f64::total_cmp);
+    let json = serde_json::json!({
+        "minutes": minutes,
+        "frames": frames,
+        "nan_frames": nan_frames,
+        "recoveries": recoveries,
+        "max_strain": max_strain,
+        "mean_strain": mean_strain,
+        "max_penetration_m": max_pen,
+        "step_ms_median": times[times.len() / 2],
+        "step_ms_p99": times[times.len() * 99 / 100],
+    });
+    println!("{json}");
+    Ok(())
+}
