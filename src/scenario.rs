@@ -26,7 +26,6 @@ use crate::ecs::{
 };
 use crate::energy::Material;
 use crate::mesh::{BaseMesh, ClothMesh};
-use crate::model::SolverSettings;
 use crate::rig::{self, Animation, CharacterRig};
 
 /// Why a scenario could not run: one line naming the problem.
@@ -404,8 +403,8 @@ pub fn run(path: &Path, obj_dir: Option<&Path>) -> Result<(String, bool, Summary
     let settings = budget
         .settings(1.0 / 60.0, gravity)
         .map_err(|e| format!("budget: {e}"))?;
-    let mut cloth = Cloth::from_mesh(mesh, s.material, &pins, SolverSettings { ..settings })
-        .map_err(|e| format!("cloth: {e}"))?;
+    let mut cloth =
+        Cloth::from_mesh(mesh, s.material, &pins, settings).map_err(|e| format!("cloth: {e}"))?;
     let aero = match s.wind {
         Some(w) => Aerodynamics::cloth(vec3(w, "wind")?),
         None => Aerodynamics::default(),
@@ -434,11 +433,13 @@ pub fn run(path: &Path, obj_dir: Option<&Path>) -> Result<(String, bool, Summary
         .as_ref()
         .map(|c| CharacterRig::new(c.animation, DVec3::ZERO, 0.0));
     let mut poses = Vec::new();
-    let mut bone_entities = Vec::new();
-    if let Some(r) = &rig {
-        r.poses(&mut poses);
-        bone_entities = spawn_character_bones(&mut world, &poses);
-    }
+    let bone_entities = match &rig {
+        Some(r) => {
+            r.poses(&mut poses);
+            spawn_character_bones(&mut world, &poses)
+        }
+        None => Vec::new(),
+    };
     let mut keyed = Vec::new();
     for (k, c) in s.colliders.iter().enumerate() {
         c.shape
