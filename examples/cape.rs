@@ -12,39 +12,17 @@
 use std::time::Instant;
 
 use bevy_ecs::prelude::*;
-use glam::{DMat4, DQuat, DVec3, DVec4, Vec3};
+use glam::{DMat4, DQuat, DVec3, DVec4};
 use isocloth::ecs::{
-    BonePose, ClothAttachments, ClothColliders, ClothConfig, ClothRenderMesh, ClothSim,
-    add_cloth_systems, init_cloth_resources, spawn_character_bones,
+    BonePose, ClothColliders, ClothConfig, ClothRenderMesh, ClothSim, DemoCharacter,
+    add_cloth_systems, init_cloth_resources, spawn_demo_character,
 };
-use isocloth::rig::{self, Animation, BONES, CharacterRig};
-use isocloth::{
-    AttachmentSettings, Attachments, BaseMesh, Cloth, ClothMesh, ColliderShape, Influence,
-    Material, Pose, SolverSettings,
-};
+use isocloth::rig::{Animation, BONES, CharacterRig};
+use isocloth::{ColliderShape, Pose, SolverSettings};
 use tiny_skia::{Color, FillRule, LineCap, Paint, PathBuilder, Pixmap, Stroke, Transform};
 
 const FRAMES: usize = 600;
 const DT: f64 = 1.0 / 60.0;
-
-/// The cape: 0.5 m wide, 0.9 m long, hanging behind the back from shoulder height, its top edge
-/// skinned to the clavicles and the chest.
-/// Attached nodes with their bone influences.
-type Bindings = Vec<(u32, Vec<Influence>)>;
-
-fn cape(poses: &[Pose]) -> Result<(Cloth, Bindings), Box<dyn std::error::Error>> {
-    let (cx, cy) = (10, 18);
-    let (width, length) = (0.5f32, 0.9f32);
-    let base = BaseMesh::rectangle(width, length, cx, cy)?
-        .map_positions(|p| Vec3::new(p.x - 0.5 * width, 1.46 - length + p.y, -0.19));
-    let mesh = ClothMesh::new(&base)?;
-    let top: Vec<u32> = (0..=cx).map(|i| BaseMesh::grid_index(cx, i, cy)).collect();
-    let pins = mesh.nodes_for_vertices(&top, true);
-    let settings = SolverSettings::default();
-    let cloth = Cloth::from_mesh(mesh, Material::default(), &pins, settings)?;
-    let nodes = rig::shoulder_bindings(cloth.positions(), cloth.pins(), &poses[0]);
-    Ok((cloth, nodes))
-}
 
 /// A pinhole camera following the character from behind and to its side.
 struct Camera {
@@ -260,34 +238,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let config = world.resource::<ClothConfig>().clone();
 
     let mut walker = CharacterRig::new(Animation::Demo, DVec3::ZERO, 0.0);
+    let DemoCharacter {
+        bones,
+        cape: cape_entity,
+    } = spawn_demo_character(&mut world, &walker, SolverSettings::default())?;
     let mut poses = Vec::new();
-    walker.poses(&mut poses);
-    let bind = poses.clone();
-    let bones = spawn_character_bones(&mut world, &bind);
-    let (cloth, nodes) = cape(&bind)?;
-    let node_count = cloth.positions().len();
-    let attachments = Attachments::bind(
-        &cloth,
-        &nodes,
-        &bind,
-        0,
-        AttachmentSettings {
-            linear_inertia: 0.8,
-            angular_inertia: 0.6,
-            ..Default::default()
-        },
-    )?;
-    let cape_entity = world
-        .spawn((
-            ClothSim::new(cloth),
-            ClothAttachments {
-                bones: bones.clone(),
-                attachments,
-                last_error: None,
-            },
-            ClothRenderMesh::default(),
-        ))
-        .id();
+    let node_count = world
+        .get::<ClothSim>(cape_entity)
+        .ok_or("cape")?
+        .cloth
+        .positions()
+        .len();
 
     let (sheet_w, sheet_h, cols, rows) = (1280u32, 720u32, 4u32, 3u32);
     let (tile_w, tile_h) = (sheet_w / cols, sheet_h / rows);

@@ -10,26 +10,12 @@ use std::time::Instant;
 
 use bevy_ecs::prelude::*;
 use glam::DVec3;
+use isocloth::SolverSettings;
 use isocloth::ecs::{
-    BonePose, ClothAttachments, ClothColliders, ClothSim, add_cloth_systems, init_cloth_resources,
-    spawn_character_bones,
+    BonePose, ClothColliders, ClothSim, DemoCharacter, add_cloth_systems, init_cloth_resources,
+    spawn_demo_character,
 };
 use isocloth::rig::{self, Animation, CharacterRig};
-use isocloth::{
-    AttachmentSettings, Attachments, BaseMesh, Cloth, ClothMesh, Material, SolverSettings,
-};
-
-/// A small deterministic generator (xorshift), so runs are reproducible.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> f64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let minutes: f64 = std::env::args()
@@ -47,38 +33,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     add_cloth_systems(&mut schedule);
 
     let mut rig = CharacterRig::new(Animation::Idle, DVec3::ZERO, 0.0);
+    let DemoCharacter { bones, cape } =
+        spawn_demo_character(&mut world, &rig, SolverSettings::default())?;
     let mut poses = Vec::new();
-    rig.poses(&mut poses);
-    let bones = spawn_character_bones(&mut world, &poses);
-    let base = BaseMesh::rectangle(0.5, 0.9, 10, 18)?
-        .map_positions(|p| glam::Vec3::new(p.x - 0.25, 0.56 + p.y, -0.19));
-    let mesh = ClothMesh::new(&base)?;
-    let top: Vec<u32> = (0..=10).map(|i| BaseMesh::grid_index(10, i, 18)).collect();
-    let pins = mesh.nodes_for_vertices(&top, true);
-    let cloth = Cloth::from_mesh(mesh, Material::default(), &pins, SolverSettings::default())?;
-    let bindings = rig::shoulder_bindings(cloth.positions(), cloth.pins(), &poses[0]);
-    let settings = AttachmentSettings {
-        linear_inertia: 0.8,
-        angular_inertia: 0.6,
-        ..Default::default()
-    };
-    let attachments = Attachments::bind(&cloth, &bindings, &poses, 0, settings)?;
-    let cape = world
-        .spawn((
-            ClothSim::new(cloth),
-            ClothAttachments {
-                bones: bones.clone(),
-                attachments,
-                last_error: None,
-            },
-        ))
-        .id();
-
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
-    let mut switch_at = 0.0;
+    let mut motion = rig::RandomMotion::new(0x9E37_79B9_7F4A_7C15);
     let (mut nan_frames, mut max_strain, mut mean_strain, mut max_pen) =
         (0u64, 0.0f64, 0.0f64, 0.0f64);
     let mut times = Vec::with_capacity(frames);
+    let mut frame_strains = Vec::with_capacity(frames);
     let mut minute = (0.0f64, 0.0f64, 0.0f64);
     println!("isocloth soak: {minutes} simulated minutes ({frames} frames), default budget");
     println!();
@@ -88,26 +50,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     for frame in 0..frames {
         let t = frame as f64 / 60.0;
-        if t >= switch_at {
-            let pick = rng.next();
-            let animation = if pick < 0.3 {
-                Animation::Walk
-            } else if pick < 0.55 {
-                Animation::Run
-            } else if pick < 0.75 {
-                Animation::Spin {
-                    rate: 6.0 * (rng.next() - 0.5),
-                }
-            } else {
-                Animation::Idle
-            };
-            let mut position = rig.position;
-            if rng.next() < 0.05 {
-                position += DVec3::new(100.0, 0.0, 0.0); // a teleport
-            }
-            rig = CharacterRig::new(animation, position, rig.heading);
-            switch_at = t + 1.0 + 5.0 * rng.next();
-        }
+        motion.drive(&mut rig, t);
         rig.advance(1.0 / 60.0);
         rig.poses(&mut poses);
         for (b, &e) in bones.iter().enumerate() {
@@ -121,8 +64,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             nan_frames += 1;
             continue;
         }
+        let m = sim.cloth.measures();
+        frame_strains.push(m.max_strain);
         if frame % 10 == 0 {
-            let m = sim.cloth.measures();
             let pen = world.resource::<ClothColliders>().set.max_penetration(
                 sim.cloth.positions(),
                 sim.cloth.contact_settings().thickness,
@@ -152,6 +96,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .cloth
         .recoveries();
     times.sort_by(f64::total_cmp);
+    frame_strains.sort_by(f64::total_cmp);
+    let over = |limit: f64| frame_strains.iter().filter(|&&s| s > limit).count();
+    let quantile = |q: f64| frame_strains[((frame_strains.len() - 1) as f64 * q) as usize];
     let json = serde_json::json!({
         "minutes": minutes,
         "frames": frames,
@@ -160,6 +107,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "max_strain": max_strain,
         "mean_strain": mean_strain,
         "max_penetration_m": max_pen,
+        "max_strain_p99": quantile(0.99),
+        "max_strain_p999": quantile(0.999),
+        "frames_over_10pct_strain": over(0.1),
+        "frames_over_1pct_strain": over(0.01),
         "step_ms_median": times[times.len() / 2],
         "step_ms_p99": times[times.len() * 99 / 100],
     });

@@ -20,7 +20,7 @@ use crate::error::ClothError;
 
 /// Wind, aerodynamic coefficients and damping of one cloth: plain data, serde-loadable.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct Aerodynamics {
     /// Wind velocity in m/s. Default zero.
     pub wind: DVec3,

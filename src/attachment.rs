@@ -22,7 +22,7 @@ use crate::error::ClothError;
 
 /// How the anchor bone's motion reaches the cloth. Plain data with documented defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct AttachmentSettings {
     /// Fraction of the anchor's linear motion the cloth feels as inertia, in [0, 1]. At 1 (the
     /// default) the cloth is fully simulated in the world; at 0 it is carried with the anchor's

@@ -354,7 +354,7 @@ impl ColliderSet {
 
 /// Contact settings of one cloth: plain data, serde-loadable.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct ContactSettings {
     /// Cloth thickness in metres: nodes are kept this far outside every body. Default 0.005.
     pub thickness: f64,
@@ -600,6 +600,9 @@ pub(crate) struct ContactPass {
     pub impacts: usize,
     /// Per node: in contact at the end of the previous substep.
     was_touching: Vec<bool>,
+    /// Nodes the projection put on a body in this pass (held while the solver restores the
+    /// linear constraints).
+    held: Vec<bool>,
     /// Farthest a node that starts a substep inside a body is pushed out during it.
     max_push: f64,
     /// After [`ContactPass::finish`]: each node in contact, the outward normal and the
@@ -680,6 +683,7 @@ impl ContactPass {
             depth: Vec::with_capacity(nodes),
             hit: Vec::with_capacity(nodes),
             was_touching: vec![false; nodes],
+            held: vec![false; nodes],
             touched: Vec::with_capacity(nodes),
             ..Default::default()
         }
@@ -816,6 +820,28 @@ impl ContactPass {
         self.was_touching.copy_from_slice(touching);
     }
 
+    /// Flags the nodes that the projections of this substep put on a body.
+    fn mark_held(&mut self) {
+        self.held.fill(false);
+        for (k, &(i, _)) in self.candidates.iter().enumerate() {
+            self.held[i as usize] |= self.hit[k];
+        }
+    }
+
+    /// Projects penetrating candidates out (as [`ContactPass::project`]), lets `restore`
+    /// repair what the moves broke with the moved nodes flagged, and projects once more.
+    pub fn project_and_restore(
+        &mut self,
+        x_start: &[DVec3],
+        x: &mut [DVec3],
+        restore: impl FnOnce(&mut [DVec3], &[bool]),
+    ) {
+        self.project(x_start, x);
+        self.mark_held();
+        restore(x, &self.held);
+        self.project(x_start, x);
+    }
+
     /// Whether any candidates exist this substep.
     pub fn active(&self) -> bool {
         !self.candidates.is_empty()
@@ -847,12 +873,15 @@ impl ContactPass {
     /// to the surface, and a final guard over every free node whose actual path over the
     /// substep meets a nearby body's swept box (the iterations can carry a node farther than
     /// the broad phase's allowance), so that no node tunnels or stays inside.
+    /// `restore` runs after friction and before the last push-out, with the nodes the
+    /// projection put on a body flagged: the solver restores the linear constraints around them.
     pub fn finish(
         &mut self,
         x_start: &[DVec3],
         x: &mut [DVec3],
         friction: f64,
         free_nodes: &[u32],
+        restore: impl FnOnce(&mut [DVec3], &[bool]),
     ) {
         self.project(x_start, x);
         if friction > 0.0 {
@@ -879,6 +908,8 @@ impl ContactPass {
                 }
             }
         }
+        self.mark_held();
+        restore(x, &self.held);
         // Friction moved nodes along tangent planes of curved bodies: push out once more.
         self.touched.clear();
         self.impacts = 0;

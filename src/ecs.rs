@@ -102,6 +102,17 @@ pub struct ClothAttachments {
     pub last_error: Option<AttachError>,
 }
 
+impl ClothAttachments {
+    /// Attachments driven by the bone entities `bones`, with no error yet.
+    pub fn new(bones: Vec<Entity>, attachments: Attachments) -> Self {
+        Self {
+            bones,
+            attachments,
+            last_error: None,
+        }
+    }
+}
+
 /// Render data the engine uploads: one vertex per cloth node, f32.
 #[derive(Component, Debug, Clone, Default)]
 pub struct ClothRenderMesh {
@@ -117,7 +128,7 @@ pub struct ClothRenderMesh {
 /// loadable; see [`BudgetPreset::mobile`], [`BudgetPreset::console`], [`BudgetPreset::desktop`]
 /// and the files under `presets/`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct BudgetPreset {
     /// A name for tools and logs.
     pub name: String,
@@ -197,7 +208,7 @@ impl BudgetPreset {
 /// them for that cloth. Serde-loadable. Defaults: the console budget, 1/60 s, standard gravity,
 /// default contact, no air.
 #[derive(Resource, Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct ClothConfig {
     /// Budget per tick.
     pub budget: BudgetPreset,
@@ -224,6 +235,38 @@ impl Default for ClothConfig {
             aero: Aerodynamics::default(),
             collider_teleport_distance: 1.0,
         }
+    }
+}
+
+impl ClothConfig {
+    /// Checks every setting: the budget at this timestep and gravity, contact, air, and a
+    /// finite positive teleport distance.
+    pub fn validate(&self) -> Result<(), ClothError> {
+        self.budget.settings(self.timestep, self.gravity)?;
+        self.contact.validate()?;
+        self.aero.validate()?;
+        if !(self.collider_teleport_distance.is_finite() && self.collider_teleport_distance > 0.0) {
+            return Err(ClothError::InvalidSetting {
+                name: "collider_teleport_distance",
+                reason: format!(
+                    "must be finite and positive, got {}",
+                    self.collider_teleport_distance
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Parses a configuration from RON text (missing fields take their defaults) and
+    /// validates it, for example `(budget: (name: "phone", substeps: 1, iterations: 5, method:
+    /// LocalGlobal), contact: (friction: 0.5))`.
+    pub fn from_ron(text: &str) -> Result<Self, ClothError> {
+        let c: Self = ron::from_str(text).map_err(|e| ClothError::InvalidSetting {
+            name: "config",
+            reason: format!("RON: {e}"),
+        })?;
+        c.validate()?;
+        Ok(c)
     }
 }
 
@@ -288,6 +331,38 @@ pub fn spawn_character_bones(world: &mut World, poses: &[Pose]) -> Vec<Entity> {
             e.id()
         })
         .collect()
+}
+
+/// The entities of [`spawn_demo_character`].
+#[derive(Debug, Clone)]
+pub struct DemoCharacter {
+    /// One entity per bone of [`crate::rig::BONES`], in order.
+    pub bones: Vec<Entity>,
+    /// The cape: [`ClothSim`], [`ClothAttachments`] and [`ClothRenderMesh`].
+    pub cape: Entity,
+}
+
+/// Spawns the procedural character of [`crate::rig`] at its current pose (bone entities with
+/// their colliders) and its demo cape ([`crate::rig::demo_cape`] with `settings`), skinned to
+/// the shoulders with [`crate::rig::demo_cape_attachments`]. For demos, soak tests and tuning.
+pub fn spawn_demo_character(
+    world: &mut World,
+    character: &crate::rig::CharacterRig,
+    settings: SolverSettings,
+) -> Result<DemoCharacter, AttachError> {
+    let mut poses = Vec::new();
+    character.poses(&mut poses);
+    let cloth = crate::rig::demo_cape(settings).map_err(AttachError::Cloth)?;
+    let attachments = crate::rig::demo_cape_attachments(&cloth, &poses)?;
+    let bones = spawn_character_bones(world, &poses);
+    let cape = world
+        .spawn((
+            ClothSim::new(cloth),
+            ClothAttachments::new(bones.clone(), attachments),
+            ClothRenderMesh::default(),
+        ))
+        .id();
+    Ok(DemoCharacter { bones, cape })
 }
 
 /// Inserts default [`ClothConfig`] and [`ClothColliders`] resources where missing.

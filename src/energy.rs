@@ -33,7 +33,7 @@ pub enum BendingRest {
 
 /// Physical parameters of a fabric. All fields have documented defaults ([`Material::default`]).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct Material {
     /// Surface density in kg/m^2. Default `0.2` (a medium cotton).
     pub density: f64,

@@ -27,6 +27,25 @@ pub enum MeshError {
         /// Index of the vertex.
         vertex: usize,
     },
+    /// A vertex (or pattern coordinate) lies farther from the origin than
+    /// [`crate::mesh::MAX_COORDINATE`] (100 km): almost certainly a unit or export error, and
+    /// beyond what f32 render positions resolve at cloth scale.
+    #[error("vertex {vertex} lies {distance} m from the origin (at most 1e5 m)")]
+    VertexTooFar {
+        /// Index of the vertex.
+        vertex: usize,
+        /// Its largest coordinate's magnitude.
+        distance: f32,
+    },
+    /// A triangle has an edge shorter than [`crate::mesh::MIN_EDGE`] (1 micrometre) in its rest
+    /// shape.
+    #[error("triangle {triangle} has a rest edge of {length} m (at least 1e-6 m)")]
+    EdgeTooShort {
+        /// Index of the triangle.
+        triangle: usize,
+        /// The edge's rest length.
+        length: f64,
+    },
     /// A pattern (2D rest) coordinate is NaN or infinite.
     #[error("pattern coordinate {vertex} is not finite")]
     NonFinitePattern {

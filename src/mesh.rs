@@ -26,6 +26,12 @@ use crate::error::MeshError;
 /// Sentinel for "no triangle" in [`ClothMesh::edge_triangles`].
 pub const NO_TRIANGLE: u32 = u32::MAX;
 
+/// Largest coordinate magnitude a base mesh (or its pattern) may have, in metres: 100 km.
+pub const MAX_COORDINATE: f64 = 1e5;
+
+/// Shortest rest edge a base triangle may have, in metres: 1 micrometre.
+pub const MIN_EDGE: f64 = 1e-6;
+
 /// An indexed triangle mesh as authored: the input to [`ClothMesh::new`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BaseMesh {
@@ -271,6 +277,17 @@ impl ClothMesh {
         if let Some(v) = base.positions.iter().position(|p| !p.is_finite()) {
             return Err(MeshError::NonFiniteVertex { vertex: v });
         }
+        let too_far = |m: f32| m > MAX_COORDINATE as f32;
+        if let Some(v) = base
+            .positions
+            .iter()
+            .position(|p| too_far(p.abs().max_element()))
+        {
+            return Err(MeshError::VertexTooFar {
+                vertex: v,
+                distance: base.positions[v].abs().max_element(),
+            });
+        }
         if let Some(pattern) = &base.pattern {
             if pattern.len() != nv {
                 return Err(MeshError::PatternMismatch {
@@ -280,6 +297,12 @@ impl ClothMesh {
             }
             if let Some(v) = pattern.iter().position(|p| !p.is_finite()) {
                 return Err(MeshError::NonFinitePattern { vertex: v });
+            }
+            if let Some(v) = pattern.iter().position(|p| too_far(p.abs().max_element())) {
+                return Err(MeshError::VertexTooFar {
+                    vertex: v,
+                    distance: pattern[v].abs().max_element(),
+                });
             }
         }
         for (t, tri) in base.triangles.iter().enumerate() {
@@ -324,6 +347,16 @@ impl ClothMesh {
                 .length_squared()
                 .max((c - b).length_squared())
                 .max((a - c).length_squared());
+            let shortest = (b - a)
+                .length_squared()
+                .min((c - b).length_squared())
+                .min((a - c).length_squared());
+            if shortest < MIN_EDGE * MIN_EDGE {
+                return Err(MeshError::EdgeTooShort {
+                    triangle: t,
+                    length: shortest.sqrt(),
+                });
+            }
             if twice_area.is_nan() || twice_area <= 1e-9 * longest || longest <= 0.0 {
                 return Err(MeshError::DegenerateTriangle { triangle: t });
             }
@@ -608,7 +641,8 @@ impl ClothMesh {
 
     /// Nodes to pin so that the base vertices `vertices` are held: their black nodes and, with
     /// `with_edges`, the red nodes of every base edge whose two ends are both in the set (clamping
-    /// the edge itself, not only its ends). Sorted, without repeats.
+    /// the edge itself, not only its ends). Sorted, without repeats; vertices that do not exist
+    /// are skipped.
     pub fn nodes_for_vertices(&self, vertices: &[u32], with_edges: bool) -> Vec<u32> {
         let mut held = vec![false; self.base_vertex_count];
         let mut nodes = Vec::new();

@@ -46,7 +46,7 @@ impl Default for SolverMethod {
 
 /// Time-stepping settings. All fields have documented defaults ([`SolverSettings::default`]).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct SolverSettings {
     /// Nominal frame length in seconds. Default `1/60`.
     pub frame_time: f64,
@@ -176,6 +176,8 @@ pub struct ClothModel {
     pub(crate) terms: Terms,
     pub(crate) pins: Vec<u32>,
     pub(crate) free_nodes: Vec<u32>,
+    /// Whether each node is pinned.
+    pub(crate) pinned_mask: Vec<bool>,
     /// Node of each row of the factored (permuted) system.
     pub(crate) solve_order: Vec<u32>,
     /// `S_FF` (stiffness without the mass term) in the factor's ordering, for gradients.
@@ -310,6 +312,10 @@ impl ClothModel {
             factor_bytes: factors.iter().map(|f| f.numeric.bytes()).sum(),
             build_seconds: start.elapsed().as_secs_f64(),
         };
+        let mut pinned_mask = vec![false; n];
+        for &p in &pins {
+            pinned_mask[p as usize] = true;
+        }
         Ok(Arc::new(Self {
             mesh,
             material,
@@ -318,6 +324,7 @@ impl ClothModel {
             terms,
             pins,
             free_nodes,
+            pinned_mask,
             solve_order,
             stiffness_perm,
             coupling,

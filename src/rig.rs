@@ -9,8 +9,13 @@
 use glam::{DQuat, DVec3};
 use serde::{Deserialize, Serialize};
 
-use crate::attachment::Influence;
+use crate::attachment::{AttachmentSettings, Attachments, Influence};
+use crate::cloth::Cloth;
 use crate::collision::{ColliderShape, Pose};
+use crate::energy::Material;
+use crate::error::ClothError;
+use crate::mesh::{BaseMesh, ClothMesh};
+use crate::model::SolverSettings;
 
 /// Bone names, in pose order.
 pub const BONES: [&str; 15] = [
@@ -297,6 +302,100 @@ pub fn shoulder_bindings(
             (n, inf)
         })
         .collect()
+}
+
+/// The demo cape of the `cape` example and the soak: 0.5 m wide and 0.9 m long (10 x 18 base
+/// cells, 777 nodes), hanging behind the back of a character standing at the origin facing +z,
+/// its top edge (vertices and edges) pinned at shoulder height.
+pub fn demo_cape(settings: SolverSettings) -> Result<Cloth, ClothError> {
+    let (cx, cy) = (10, 18);
+    let (width, length) = (0.5f32, 0.9f32);
+    let base = BaseMesh::rectangle(width, length, cx, cy)?
+        .map_positions(|p| glam::Vec3::new(p.x - 0.5 * width, 1.46 - length + p.y, -0.19));
+    let mesh = ClothMesh::new(&base)?;
+    let top: Vec<u32> = (0..=cx).map(|i| BaseMesh::grid_index(cx, i, cy)).collect();
+    let pins = mesh.nodes_for_vertices(&top, true);
+    Cloth::from_mesh(mesh, Material::default(), &pins, settings)
+}
+
+/// Skins `cloth`'s pins to the shoulders ([`shoulder_bindings`]) of a character at bind
+/// `poses` (bone 0 its root), with the demo's inertia scales: linear 0.8, angular 0.6.
+pub fn demo_cape_attachments(
+    cloth: &Cloth,
+    poses: &[Pose],
+) -> Result<Attachments, crate::attachment::AttachError> {
+    let root = poses.first().copied().unwrap_or(Pose::IDENTITY);
+    let bindings = shoulder_bindings(cloth.positions(), cloth.pins(), &root);
+    let settings = AttachmentSettings {
+        linear_inertia: 0.8,
+        angular_inertia: 0.6,
+        ..Default::default()
+    };
+    Attachments::bind(cloth, &bindings, poses, 0, settings)
+}
+
+/// Random motion for soak tests: every 1-6 s the character switches to walking (30 %),
+/// running (25 %), spinning at up to 3 rad/s either way (20 %) or standing (25 %), and one
+/// switch in twenty also teleports it 100 m along x. Deterministic for a seed (xorshift).
+#[derive(Debug, Clone)]
+pub struct RandomMotion {
+    state: u64,
+    switch_at: f64,
+    teleports: u32,
+}
+
+impl RandomMotion {
+    /// A generator from `seed` (any value; zero is replaced by a fixed non-zero seed).
+    pub fn new(seed: u64) -> Self {
+        Self {
+            state: if seed == 0 {
+                0x9E37_79B9_7F4A_7C15
+            } else {
+                seed
+            },
+            switch_at: 0.0,
+            teleports: 0,
+        }
+    }
+
+    fn next(&mut self) -> f64 {
+        self.state ^= self.state << 13;
+        self.state ^= self.state >> 7;
+        self.state ^= self.state << 17;
+        (self.state >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Teleports so far.
+    pub fn teleports(&self) -> u32 {
+        self.teleports
+    }
+
+    /// At time `t` (seconds, increasing), replaces `rig` by a new motion from where it stands
+    /// if the current one has run its course.
+    pub fn drive(&mut self, rig: &mut CharacterRig, t: f64) {
+        if t < self.switch_at {
+            return;
+        }
+        let pick = self.next();
+        let animation = if pick < 0.3 {
+            Animation::Walk
+        } else if pick < 0.55 {
+            Animation::Run
+        } else if pick < 0.75 {
+            Animation::Spin {
+                rate: 6.0 * (self.next() - 0.5),
+            }
+        } else {
+            Animation::Idle
+        };
+        let mut position = rig.position;
+        if self.next() < 0.05 {
+            position += DVec3::new(100.0, 0.0, 0.0);
+            self.teleports += 1;
+        }
+        *rig = CharacterRig::new(animation, position, rig.heading);
+        self.switch_at = t + 1.0 + 5.0 * self.next();
+    }
 }
 
 #[cfg(test)]

@@ -50,6 +50,8 @@ const MAX_FRAMES: u32 = 100_000;
 /// Most base-mesh cells along one side of a generated mesh, and most OBJ vertices.
 const MAX_CELLS: usize = 512;
 const MAX_OBJ_VERTICES: usize = 200_000;
+/// Most nodes of a subdivided scenario mesh.
+const MAX_NODES: usize = 40_000;
 /// Largest coordinate, size or speed accepted anywhere (metres, m/s).
 const MAX_SIZE: f64 = 1e4;
 
@@ -104,6 +106,7 @@ enum MeshSource {
 }
 
 #[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
 struct Placement {
     #[serde(default)]
     translation: (f64, f64, f64),
@@ -135,6 +138,7 @@ enum Budget {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct ColliderSpec {
     shape: ColliderShape,
     motion: Motion,
@@ -152,6 +156,7 @@ enum Motion {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct CharacterSpec {
     animation: Animation,
     /// Pins follow the chest and clavicles (skinned), as a cape would.
@@ -233,41 +238,47 @@ fn disc(radius: f32, rings: usize, segments: usize) -> BaseMesh {
 }
 
 fn load_obj(path: &Path) -> Fallible<BaseMesh> {
-    let (models, _) = tobj::load_obj(
-        path,
+    let file = std::fs::File::open(path).map_err(|e| format!("mesh {}: {e}", path.display()))?;
+    obj_mesh(&mut std::io::BufReader::new(file))
+        .map_err(|e| format!("mesh {}: {e}", path.display()).into())
+}
+
+/// Reads a base mesh from OBJ text (all objects merged, polygons triangulated, materials
+/// ignored). Refuses more than 200,000 vertices and coordinates that are not finite or lie
+/// farther than 10 km from the origin; the mesh itself is checked by [`ClothMesh::new`].
+pub fn obj_mesh(reader: &mut impl std::io::BufRead) -> Result<BaseMesh, ScenarioError> {
+    let (models, _) = tobj::load_obj_buf(
+        reader,
         &tobj::LoadOptions {
             triangulate: true,
             single_index: true,
             ..Default::default()
         },
+        |_| Err(tobj::LoadError::OpenFileFailed),
     )
-    .map_err(|e| format!("mesh {}: {e}", path.display()))?;
+    .map_err(|e| e.to_string())?;
     let mut positions = Vec::new();
     let mut triangles = Vec::new();
     for m in &models {
         let base = positions.len() as u32;
         let p = &m.mesh.positions;
         if positions.len() + p.len() / 3 > MAX_OBJ_VERTICES {
-            return Err(format!(
-                "mesh {}: more than {MAX_OBJ_VERTICES} vertices",
-                path.display()
-            )
-            .into());
+            return Err(format!("more than {MAX_OBJ_VERTICES} vertices").into());
         }
         positions.extend(p.chunks_exact(3).map(|v| Vec3::new(v[0], v[1], v[2])));
         for t in m.mesh.indices.chunks_exact(3) {
-            triangles.push([base + t[0], base + t[1], base + t[2]]);
+            triangles.push([
+                base.saturating_add(t[0]),
+                base.saturating_add(t[1]),
+                base.saturating_add(t[2]),
+            ]);
         }
     }
     if positions
         .iter()
         .any(|p| !p.is_finite() || p.abs().max_element() > MAX_SIZE as f32)
     {
-        return Err(format!(
-            "mesh {}: a vertex is not finite or is absurdly far",
-            path.display()
-        )
-        .into());
+        return Err("a vertex is not finite or is absurdly far".into());
     }
     Ok(BaseMesh::new(positions, triangles))
 }
@@ -381,17 +392,50 @@ pub struct Summary {
 /// frame counts so that it cannot hang.
 pub fn run(path: &Path, obj_dir: Option<&Path>) -> Result<(String, bool, Summary), ScenarioError> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let loaded = load(&text, dir).map_err(|e| format!("{}: {e}", path.display()))?;
+    loaded.run(obj_dir)
+}
+
+/// A scenario parsed, validated and set up in its own [`World`], ready to run.
+pub struct LoadedScenario {
+    name: String,
+    frames: u32,
+    world: World,
+    schedule: Schedule,
+    rig: Option<CharacterRig>,
+    poses: Vec<Pose>,
+    bone_entities: Vec<Entity>,
+    keyed: Vec<(Entity, Vec<Keyframe>)>,
+    cloth_entity: Entity,
+    nodes: usize,
+}
+
+/// Parses and validates scenario text and builds its world (mesh, factorisation, colliders,
+/// character) without running a frame. OBJ paths are relative to `dir`. Every problem is one
+/// [`ScenarioError`]; text over 16 MiB, meshes over 40,000 nodes and more than 100,000 frames
+/// are refused.
+pub fn load(text: &str, dir: &Path) -> Result<LoadedScenario, ScenarioError> {
     if text.len() > 16 << 20 {
-        return Err(format!("{}: larger than 16 MiB", path.display()).into());
+        return Err("larger than 16 MiB".into());
     }
-    let s: Scenario = ron::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let s: Scenario = ron::from_str(text).map_err(|e| e.to_string())?;
     if s.frames == 0 || s.frames > MAX_FRAMES {
         return Err(format!("frames must be in 1..={MAX_FRAMES}: {}", s.frames).into());
     }
-    let dir = path.parent().unwrap_or(Path::new("."));
     let base = base_mesh(&s, dir)?;
     let pinned = pinned_vertices(&s, &base)?;
+    if s.character.as_ref().is_some_and(|c| c.attach_pins) && pinned.is_empty() {
+        return Err("character: attach_pins needs pinned vertices (pins is empty)".into());
+    }
     let mesh = ClothMesh::new(&base).map_err(|e| format!("mesh: {e}"))?;
+    if mesh.node_count() > MAX_NODES {
+        return Err(format!(
+            "mesh: {} nodes after subdivision, at most {MAX_NODES}",
+            mesh.node_count()
+        )
+        .into());
+    }
     let pins = mesh.nodes_for_vertices(&pinned, true);
     let budget = match &s.budget {
         Budget::Mobile => BudgetPreset::mobile(),
@@ -428,7 +472,7 @@ pub fn run(path: &Path, obj_dir: Option<&Path>) -> Result<(String, bool, Summary
     let mut schedule = Schedule::default();
     add_cloth_systems(&mut schedule);
 
-    let mut rig = s
+    let rig = s
         .character
         .as_ref()
         .map(|c| CharacterRig::new(c.animation, DVec3::ZERO, 0.0));
@@ -493,65 +537,117 @@ pub fn run(path: &Path, obj_dir: Option<&Path>) -> Result<(String, bool, Summary
         });
     }
     let cloth_entity = entity.insert(ClothSim::new(cloth)).id();
-
-    if let Some(dir) = obj_dir {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    }
-    let mut sum = Summary {
+    Ok(LoadedScenario {
+        name: s.name,
         frames: s.frames,
+        world,
+        schedule,
+        rig,
+        poses,
+        bone_entities,
+        keyed,
+        cloth_entity,
         nodes,
-        times: Vec::with_capacity(s.frames as usize),
-        max_strain: 0.0,
-        mean_strain: 0.0,
-        max_penetration_m: 0.0,
-        conformity_residual: 0.0,
-        nan_frames: 0,
-        iterations: 0,
-    };
-    for frame in 0..s.frames {
-        let t = (frame + 1) as f64 / 60.0;
-        if let Some(r) = &mut rig {
-            r.advance(1.0 / 60.0);
-            r.poses(&mut poses);
-            for (b, &e) in bone_entities.iter().enumerate() {
-                world.get_mut::<BonePose>(e).ok_or("bone vanished")?.0 = poses[b];
+    })
+}
+
+impl LoadedScenario {
+    /// The scenario's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Frames the scenario runs.
+    pub fn frames(&self) -> u32 {
+        self.frames
+    }
+
+    /// Runs at most `frames` frames instead of the file's count (at least one).
+    pub fn truncate_frames(&mut self, frames: u32) {
+        self.frames = self.frames.min(frames.max(1));
+    }
+
+    /// Whether the scenario has the built-in character.
+    pub fn has_character(&self) -> bool {
+        self.rig.is_some()
+    }
+
+    /// Runs every frame, writing an OBJ per frame under `obj_dir` if given. Returns the name,
+    /// whether there is a character, and what was measured.
+    pub fn run(self, obj_dir: Option<&Path>) -> Result<(String, bool, Summary), ScenarioError> {
+        let LoadedScenario {
+            name,
+            frames,
+            mut world,
+            mut schedule,
+            mut rig,
+            mut poses,
+            bone_entities,
+            keyed,
+            cloth_entity,
+            nodes,
+        } = self;
+
+        if let Some(dir) = obj_dir {
+            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        }
+        let mut sum = Summary {
+            frames,
+            nodes,
+            times: Vec::with_capacity(frames as usize),
+            max_strain: 0.0,
+            mean_strain: 0.0,
+            max_penetration_m: 0.0,
+            conformity_residual: 0.0,
+            nan_frames: 0,
+            iterations: 0,
+        };
+        for frame in 0..frames {
+            let t = (frame + 1) as f64 / 60.0;
+            if let Some(r) = &mut rig {
+                r.advance(1.0 / 60.0);
+                r.poses(&mut poses);
+                for (b, &e) in bone_entities.iter().enumerate() {
+                    world.get_mut::<BonePose>(e).ok_or("bone vanished")?.0 = poses[b];
+                }
+            }
+            for (e, keys) in &keyed {
+                let pose = keyframe_pose(keys, t)?;
+                world.get_mut::<BonePose>(*e).ok_or("collider vanished")?.0 = pose;
+            }
+            let start = Instant::now();
+            schedule.run(&mut world);
+            sum.times.push(start.elapsed().as_secs_f64() * 1e3);
+            let sim = world
+                .get::<ClothSim>(cloth_entity)
+                .ok_or("cloth vanished")?;
+            if let Some(e) = &sim.last_error {
+                return Err(format!("frame {frame}: {e}").into());
+            }
+            sum.iterations = sim.last_step.iterations;
+            if sim.cloth.positions().iter().any(|p| !p.is_finite()) {
+                sum.nan_frames += 1;
+                continue;
+            }
+            let m = sim.cloth.measures();
+            sum.max_strain = sum.max_strain.max(m.max_strain);
+            sum.mean_strain = sum.mean_strain.max(m.mean_strain);
+            sum.conformity_residual = sum.conformity_residual.max(m.conformity_residual);
+            let pen = world.resource::<ClothColliders>().set.max_penetration(
+                sim.cloth.positions(),
+                sim.cloth.contact_settings().thickness,
+            );
+            sum.max_penetration_m = sum.max_penetration_m.max(pen);
+            if let Some(dir) = obj_dir {
+                let mesh = world
+                    .get::<ClothRenderMesh>(cloth_entity)
+                    .ok_or("mesh vanished")?;
+                write_obj(&dir.join(format!("{name}_{frame:05}.obj")), mesh)?;
             }
         }
-        for (e, keys) in &keyed {
-            let pose = keyframe_pose(keys, t)?;
-            world.get_mut::<BonePose>(*e).ok_or("collider vanished")?.0 = pose;
-        }
-        let start = Instant::now();
-        schedule.run(&mut world);
-        sum.times.push(start.elapsed().as_secs_f64() * 1e3);
-        let sim = world
-            .get::<ClothSim>(cloth_entity)
-            .ok_or("cloth vanished")?;
-        if let Some(e) = &sim.last_error {
-            return Err(format!("frame {frame}: {e}").into());
-        }
-        sum.iterations = sim.last_step.iterations;
-        if sim.cloth.positions().iter().any(|p| !p.is_finite()) {
-            sum.nan_frames += 1;
-            continue;
-        }
-        let m = sim.cloth.measures();
-        sum.max_strain = sum.max_strain.max(m.max_strain);
-        sum.mean_strain = sum.mean_strain.max(m.mean_strain);
-        sum.conformity_residual = sum.conformity_residual.max(m.conformity_residual);
-        let pen = world.resource::<ClothColliders>().set.max_penetration(
-            sim.cloth.positions(),
-            sim.cloth.contact_settings().thickness,
-        );
-        sum.max_penetration_m = sum.max_penetration_m.max(pen);
-        if let Some(dir) = obj_dir {
-            let mesh = world
-                .get::<ClothRenderMesh>(cloth_entity)
-                .ok_or("mesh vanished")?;
-            write_obj(&dir.join(format!("{}_{frame:05}.obj", s.name)), mesh)?;
-        }
+        let has_character = rig.is_some();
+        Ok((name, has_character, sum))
     }
-    Ok((s.name, s.character.is_some(), sum))
 }
 
 fn write_obj(path: &Path, mesh: &ClothRenderMesh) -> Fallible<()> {
