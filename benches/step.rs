@@ -8,23 +8,15 @@
 //! Run: `cargo bench --bench step`.
 
 use std::hint::black_box;
-use std::sync::Arc;
 use std::time::Duration;
 
+mod common;
+
+use common::hanging_sheet;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use isocloth::{BaseMesh, Cloth, ClothMesh, ClothModel, Material, SolverMethod, SolverSettings};
+use isocloth::{Cloth, ClothModel, Material, SolverMethod, SolverSettings};
 
 const SIZES: [usize; 3] = [11, 22, 44];
-
-fn hanging_sheet(cells: usize) -> (Arc<ClothMesh>, Vec<u32>) {
-    let base = BaseMesh::rectangle(1.0, 1.0, cells, cells).expect("valid rectangle");
-    let mesh = ClothMesh::new(&base).expect("valid mesh");
-    let top: Vec<u32> = (0..=cells)
-        .map(|i| BaseMesh::grid_index(cells, i, cells))
-        .collect();
-    let pins = mesh.nodes_for_vertices(&top, true);
-    (Arc::new(mesh), pins)
-}
 
 fn bench_step(c: &mut Criterion) {
     let mut group = c.benchmark_group("step");

@@ -208,6 +208,42 @@ impl NumericFactor {
         }
     }
 
+    /// Reads the factor (values and row indices) forward and then backward with independent,
+    /// vectorisable sums: the memory-traffic floor of a solve.
+    pub fn stream(&self, symbolic: &SymbolicFactor) -> f64 {
+        let (ri, lv) = (&symbolic.row_idx, &self.values);
+        let mut acc = [0.0f64; 8];
+        let mut idx = [0u32; 8];
+        for c in lv.chunks_exact(8) {
+            for k in 0..8 {
+                acc[k] += c[k];
+            }
+        }
+        for c in ri.chunks_exact(8) {
+            for k in 0..8 {
+                idx[k] = idx[k].wrapping_add(c[k]);
+            }
+        }
+        for c in lv.rchunks_exact(8) {
+            for k in 0..8 {
+                acc[k] += c[k];
+            }
+        }
+        for c in ri.rchunks_exact(8) {
+            for k in 0..8 {
+                idx[k] = idx[k].wrapping_add(c[k]);
+            }
+        }
+        acc.iter().sum::<f64>() + idx.iter().fold(0u32, |a, &b| a.wrapping_add(b)) as f64
+    }
+
+    /// Bytes one sweep of a solve reads from the factor: values, row indices, column pointers.
+    pub fn bytes_per_sweep(&self, symbolic: &SymbolicFactor) -> usize {
+        self.values.len() * std::mem::size_of::<f64>()
+            + symbolic.row_idx.len() * std::mem::size_of::<u32>()
+            + symbolic.col_ptr.len() * std::mem::size_of::<u32>()
+    }
+
     /// Bytes held by the factor's values.
     pub fn bytes(&self) -> usize {
         self.values.len() * std::mem::size_of::<f64>()

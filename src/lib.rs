@@ -60,6 +60,8 @@ pub mod rig;
 pub mod scenario;
 mod solver;
 mod sparse;
+#[doc(hidden)]
+pub mod stages;
 pub mod worker;
 
 pub use aero::Aerodynamics;

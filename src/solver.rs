@@ -468,7 +468,7 @@ fn terms_energy(model: &ClothModel, x: &[DVec3], scratch: &Scratch) -> f64 {
 }
 
 /// Local step at `x`, then `rhs = rhs_const + sum_c w_c A_c^T p_c`.
-fn project_and_assemble(model: &ClothModel, x: &[DVec3], scratch: &mut Scratch) {
+pub(crate) fn project_and_assemble(model: &ClothModel, x: &[DVec3], scratch: &mut Scratch) {
     let terms = &model.terms;
     terms.project_rigid(x, &mut scratch.proj, &mut scratch.proj_energy);
     terms.project_springs(x, &mut scratch.springs, &mut scratch.spring_energy);

@@ -1,0 +1,66 @@
+//! Per-stage benchmarks of one substep, and the factor's streaming floor, at four sizes of the
+//! hanging sheet (about 500, 2k, 8k and 32k nodes):
+//!
+//! * `local_step/{nodes}`: every term projected and the right-hand side assembled.
+//! * `global_solve/{nodes}`: one solve with the factor, three right-hand sides.
+//! * `stream_factor/{nodes}`: reading the factor's values and row indices forward and backward
+//!   with independent multiply-adds, the memory-traffic floor of a solve.
+//! * `frame/{nodes}`: a whole 1/60 s frame at the default budget (2 substeps x 5 L-BFGS).
+//!
+//! Collision stages are in `benches/collide.rs`, many cloths in `benches/many.rs`.
+//! Run: `cargo bench --bench stages`.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+mod common;
+
+use common::hanging_sheet;
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use isocloth::stages::Stages;
+use isocloth::{Cloth, ClothModel, Material, SolverSettings};
+
+/// Base cells per side: 2k nodes is the 45x45-node sheet of the speed issue.
+const SIZES: [usize; 4] = [11, 22, 44, 88];
+
+fn settled_sheet(cells: usize) -> Cloth {
+    let (mesh, pins) = hanging_sheet(cells);
+    let model = ClothModel::new(mesh, Material::default(), &pins, SolverSettings::default())
+        .expect("valid model");
+    let mut cloth = Cloth::new(model);
+    for _ in 0..30 {
+        cloth.step(1.0 / 60.0).expect("finite step");
+    }
+    cloth
+}
+
+fn bench_stages(c: &mut Criterion) {
+    let mut group = c.benchmark_group("stages");
+    group
+        .sample_size(20)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    for cells in SIZES {
+        let mut cloth = settled_sheet(cells);
+        let nodes = cloth.positions().len();
+        let mut stages = Stages::new(&cloth);
+        let id = |name: &str| BenchmarkId::new(name, format!("{nodes}_nodes"));
+        group.bench_function(id("local_step"), |b| b.iter(|| stages.local_step()));
+        group.bench_function(id("global_solve"), |b| b.iter(|| stages.global_solve()));
+        group.bench_function(id("stream_factor"), |b| {
+            b.iter(|| black_box(stages.stream_factor()))
+        });
+        group.bench_function(id("frame"), |b| {
+            b.iter(|| cloth.step(black_box(1.0 / 60.0)).expect("finite step"))
+        });
+        println!(
+            "{nodes} nodes: factor nnz {}, {} bytes read per solve",
+            cloth.model().stats().factor_nnz,
+            stages.factor_bytes_per_solve()
+        );
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_stages);
+criterion_main!(benches);

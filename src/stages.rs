@@ -1,0 +1,79 @@
+//! Single stages of a substep, run in isolation for the per-stage benchmarks
+//! (`benches/stages.rs`) and for measuring the factor's streaming rate. Hidden from the docs; not
+//! part of the supported API.
+
+use glam::DVec3;
+
+use crate::cloth::Cloth;
+use crate::integrator::Scheme;
+use crate::model::ClothModel;
+use crate::solver::Scratch;
+
+/// One cloth's model with a workspace, at the cloth's current positions.
+pub struct Stages {
+    model: std::sync::Arc<ClothModel>,
+    x: Vec<DVec3>,
+    scratch: Scratch,
+    rhs: Vec<DVec3>,
+}
+
+impl Stages {
+    /// Stages of `cloth` at its current state.
+    pub fn new(cloth: &Cloth) -> Self {
+        let model = cloth.model().clone();
+        let scratch = Scratch::new(&model);
+        let rhs = cloth
+            .positions()
+            .iter()
+            .take(model.free_nodes.len())
+            .copied()
+            .collect();
+        Self {
+            x: cloth.positions().to_vec(),
+            model,
+            scratch,
+            rhs,
+        }
+    }
+
+    /// The local step: every term projected at the current positions and the right-hand side
+    /// assembled.
+    pub fn local_step(&mut self) {
+        crate::solver::project_and_assemble(&self.model, &self.x, &mut self.scratch);
+    }
+
+    /// One global solve (BDF2 factor, three right-hand sides).
+    pub fn global_solve(&mut self) {
+        let (Some(symbolic), Some(factor)) = (
+            self.model.symbolic.as_ref(),
+            self.model.factor(Scheme::Bdf2),
+        ) else {
+            return;
+        };
+        factor.solve_permuted(symbolic, &mut self.rhs);
+    }
+
+    /// Reads the BDF2 factor's values and row indices once forward and once backward, with one
+    /// multiply-add per nonzero and no dependence between them: the memory-traffic floor of a
+    /// solve. Returns a sum so the reads cannot be optimised away.
+    pub fn stream_factor(&self) -> f64 {
+        let (Some(symbolic), Some(factor)) = (
+            self.model.symbolic.as_ref(),
+            self.model.factor(Scheme::Bdf2),
+        ) else {
+            return 0.0;
+        };
+        factor.stream(symbolic)
+    }
+
+    /// Bytes one solve reads from the factor (values and row indices, both sweeps).
+    pub fn factor_bytes_per_solve(&self) -> usize {
+        match (
+            self.model.symbolic.as_ref(),
+            self.model.factor(Scheme::Bdf2),
+        ) {
+            (Some(s), Some(f)) => 2 * f.bytes_per_sweep(s),
+            _ => 0,
+        }
+    }
+}
