@@ -1,7 +1,8 @@
 //! A cloth instance: the state of one cape, banner or skirt, stepped with explicit arguments.
 //!
-//! [`Cloth`] owns positions, velocities and history plus preallocated scratch, and shares its
-//! [`ClothModel`] (mesh, factor) with every other instance of the same asset. Like rapier's
+//! [`Cloth`] owns positions, velocities and their history, and shares its [`ClothModel`] (mesh,
+//! factor) with every other instance of the same asset; the scratch memory of a step lives in
+//! a [`Workspace`] shared by the cloths stepped on one thread. Like rapier's
 //! `PhysicsPipeline::step`, nothing is hidden: the game sets pin targets for the end of the frame,
 //! calls [`Cloth::step`] with the frame's length, and reads back render positions and normals.
 //!
@@ -14,14 +15,15 @@ use std::sync::Arc;
 use glam::{DVec3, Vec3};
 
 use crate::aero::Aerodynamics;
-use crate::collision::{ColliderSet, ContactPass, ContactSettings, Pose};
+use crate::collision::{ColliderSet, ContactSettings, Pose};
 use crate::equilibrium::{RelaxReport, relax};
 use crate::error::ClothError;
 use crate::integrator::{History, Integrator, Scheme, predict, velocity};
 use crate::measures::{Measures, measure};
 use crate::mesh::ClothMesh;
 use crate::model::{ClothModel, SolverSettings};
-use crate::solver::{Contact, ContactSolve, Scratch, solve_substep};
+use crate::solver::{Contact, solve_substep};
+use crate::workspace::{Workspace, with_thread_workspace};
 
 /// What one call to [`Cloth::step`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -40,7 +42,7 @@ pub struct StepReport {
 }
 
 /// Positions and velocities of a cloth, now and one substep back (what BDF2 needs).
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ClothState {
     /// Node positions in metres.
     pub positions: Vec<DVec3>,
@@ -95,16 +97,10 @@ pub struct Cloth {
     /// Pin positions wanted at the end of the current frame.
     pin_target: Vec<DVec3>,
     accumulator: f64,
-    scratch: Scratch,
-    x_new: Vec<DVec3>,
     contact: ContactSettings,
-    contact_pass: ContactPass,
-    contact_solve: ContactSolve,
+    /// Per node: touching a body at the end of the last substep.
+    touching: Vec<bool>,
     aero: Aerodynamics,
-    /// Per-node acceleration from the air, this substep.
-    accel: Vec<DVec3>,
-    /// State before the current step, to go back to if a non-finite position appears.
-    last_good: ClothState,
     /// How many times the cloth went back to its last good state.
     recoveries: u64,
     /// A non-finite value appeared inside the current step (caught even if a later pass
@@ -118,7 +114,6 @@ impl Cloth {
         let x0 = model.mesh.initial_positions().to_vec();
         let n = x0.len();
         let pins: Vec<DVec3> = model.pins.iter().map(|&p| x0[p as usize]).collect();
-        let scratch = Scratch::new(&model);
         Self {
             settings: model.settings,
             state: ClothState {
@@ -131,20 +126,9 @@ impl Cloth {
             pin_start: pins.clone(),
             pin_target: pins,
             accumulator: 0.0,
-            scratch,
-            x_new: vec![DVec3::ZERO; n],
             contact: ContactSettings::default(),
-            contact_pass: ContactPass::with_capacity(n),
-            contact_solve: ContactSolve::default(),
+            touching: vec![false; n],
             aero: Aerodynamics::default(),
-            accel: vec![DVec3::ZERO; n],
-            last_good: ClothState {
-                positions: Vec::new(),
-                prev_positions: Vec::new(),
-                velocities: Vec::new(),
-                prev_velocities: Vec::new(),
-                has_history: false,
-            },
             recoveries: 0,
             fault: false,
             model,
@@ -199,7 +183,6 @@ impl Cloth {
         let m = &self.model.settings;
         if settings.substep() != m.substep() || settings.integrator != m.integrator {
             self.model = self.model.with_settings(settings)?;
-            self.scratch = Scratch::new(&self.model);
         }
         self.settings = settings;
         Ok(())
@@ -209,7 +192,6 @@ impl Cloth {
     /// their targets.
     pub fn set_pins(&mut self, pins: &[u32]) -> Result<(), ClothError> {
         self.model = self.model.with_pins(pins)?;
-        self.scratch = Scratch::new(&self.model);
         let x = &self.state.positions;
         self.pin_start = self.model.pins.iter().map(|&p| x[p as usize]).collect();
         self.pin_target = self.pin_start.clone();
@@ -399,11 +381,23 @@ impl Cloth {
     }
 
     /// [`Cloth::step`] against kinematic bodies: each substep sees the colliders at their pose
-    /// interpolated across the frame (see [`crate::collision`]).
+    /// interpolated across the frame (see [`crate::collision`]). Uses this thread's
+    /// [`Workspace`].
     pub fn step_with(
         &mut self,
         dt: f64,
         colliders: &ColliderSet,
+    ) -> Result<StepReport, ClothError> {
+        with_thread_workspace(|ws| self.step_in(dt, colliders, ws))
+    }
+
+    /// [`Cloth::step_with`] with an explicit [`Workspace`] (any number of cloths, of any models,
+    /// may share one; the results do not depend on which workspace is used).
+    pub fn step_in(
+        &mut self,
+        dt: f64,
+        colliders: &ColliderSet,
+        ws: &mut Workspace,
     ) -> Result<StepReport, ClothError> {
         if !(dt.is_finite() && dt >= 0.0) {
             return Err(ClothError::InvalidSetting {
@@ -428,17 +422,20 @@ impl Cloth {
         } else {
             self.accumulator = (self.accumulator - run as f64 * h).max(0.0);
         }
+        ws.ensure(&self.model);
+        ws.contact_pass.load(&self.touching);
         // Keep the state to go back to if a non-finite position appears (reusing buffers).
-        copy_state(&mut self.last_good, &self.state);
+        copy_state(&mut ws.last_good, &self.state);
         for k in 1..=run {
             let s = k as f64 / run as f64;
             for (i, &p) in self.model.pins.iter().enumerate() {
-                self.x_new[p as usize] = self.pin_start[i].lerp(self.pin_target[i], s);
+                ws.x_new[p as usize] = self.pin_start[i].lerp(self.pin_target[i], s);
             }
             let s0 = (k - 1) as f64 / run as f64;
-            self.substep_with_pins_in_x_new(colliders, s0, s);
+            self.substep_with_pins_in_x_new(ws, colliders, s0, s);
         }
-        report.contacts = self.contact_pass.last_contacts as u32;
+        self.touching.copy_from_slice(ws.contact_pass.touching());
+        report.contacts = ws.contact_pass.last_contacts as u32;
         let st = &self.state;
         let finite = |v: &[DVec3]| v.iter().all(|p| p.is_finite());
         if std::mem::take(&mut self.fault)
@@ -448,7 +445,7 @@ impl Cloth {
             || !finite(&st.prev_velocities)
         {
             // Back to the last good state, at rest there, history forgotten.
-            copy_state(&mut self.state, &self.last_good);
+            copy_state(&mut self.state, &ws.last_good);
             self.state.velocities.fill(DVec3::ZERO);
             self.state.prev_velocities.fill(DVec3::ZERO);
             self.state
@@ -469,16 +466,27 @@ impl Cloth {
     /// Runs exactly one fixed substep with pins jumping to their targets (for tests and tools that
     /// drive the clock themselves).
     pub fn substep(&mut self) {
-        for (i, &p) in self.model.pins.iter().enumerate() {
-            self.x_new[p as usize] = self.pin_target[i];
-        }
-        self.substep_with_pins_in_x_new(&ColliderSet::EMPTY, 0.0, 1.0);
+        with_thread_workspace(|ws| {
+            ws.ensure(&self.model);
+            ws.contact_pass.load(&self.touching);
+            for (i, &p) in self.model.pins.iter().enumerate() {
+                ws.x_new[p as usize] = self.pin_target[i];
+            }
+            self.substep_with_pins_in_x_new(ws, &ColliderSet::EMPTY, 0.0, 1.0);
+            self.touching.copy_from_slice(ws.contact_pass.touching());
+        });
         self.pin_start.copy_from_slice(&self.pin_target);
     }
 
     /// One substep spanning fractions `s0..s1` of the frame (for the colliders' poses); pinned
     /// entries of `x_new` already hold their positions for the substep's end.
-    fn substep_with_pins_in_x_new(&mut self, colliders: &ColliderSet, s0: f64, s1: f64) {
+    fn substep_with_pins_in_x_new(
+        &mut self,
+        ws: &mut Workspace,
+        colliders: &ColliderSet,
+        s0: f64,
+        s1: f64,
+    ) {
         let model = &*self.model;
         let h = model.settings.substep();
         let scheme = match (model.settings.integrator, self.state.has_history) {
@@ -489,14 +497,14 @@ impl Cloth {
         // Air: per-node accelerations from this substep's start state.
         let air = self.aero.active();
         if air {
-            self.accel.fill(DVec3::ZERO);
+            ws.accel.fill(DVec3::ZERO);
             self.aero.accumulate(
                 model.mesh.render_triangles(),
                 &st.positions,
                 &st.velocities,
-                &mut self.accel,
+                &mut ws.accel,
             );
-            for (a, &m) in self.accel.iter_mut().zip(&model.masses) {
+            for (a, &m) in ws.accel.iter_mut().zip(&model.masses) {
                 *a /= m;
             }
         }
@@ -510,19 +518,19 @@ impl Cloth {
                 v_prev: &st.prev_velocities,
             },
             self.settings.gravity,
-            air.then_some(&self.accel[..]),
+            air.then_some(&ws.accel[..]),
             (-self.aero.damping * h).exp(),
-            &mut self.scratch.x_tilde,
+            &mut ws.scratch.x_tilde,
         );
-        if !self.scratch.x_tilde.iter().all(|p| p.is_finite()) {
+        if !ws.scratch.x_tilde.iter().all(|p| p.is_finite()) {
             self.fault = true;
         }
-        limit_prediction_strain(model, &st.positions, &mut self.scratch.x_tilde);
+        limit_prediction_strain(model, &st.positions, &mut ws.scratch.x_tilde);
         // Initial guess: the prediction for free nodes.
         for &node in &model.free_nodes {
-            self.x_new[node as usize] = self.scratch.x_tilde[node as usize];
+            ws.x_new[node as usize] = ws.scratch.x_tilde[node as usize];
         }
-        self.contact_pass.prepare(
+        ws.contact_pass.prepare(
             colliders,
             &self.contact,
             h,
@@ -530,27 +538,27 @@ impl Cloth {
             s1,
             &model.free_nodes,
             &st.positions,
-            &self.scratch.x_tilde,
+            &ws.scratch.x_tilde,
         );
         solve_substep(
             model,
             scheme,
             self.settings.iterations,
-            &mut self.x_new,
-            &mut self.scratch,
+            &mut ws.x_new,
+            &mut ws.scratch,
             &mut Contact {
-                pass: &mut self.contact_pass,
+                pass: &mut ws.contact_pass,
                 x_start: &st.positions,
                 friction: self.contact.friction,
                 max_coupled: self.contact.max_coupled_contacts as usize,
-                cache: &mut self.contact_solve,
+                cache: &mut ws.contact_solve,
             },
         );
         // Velocities and history shift. A substep in which a body stopped part of the cloth
         // ends with backward-Euler velocities: BDF2 differentiates a quadratic through the last
         // three positions, and after a sudden stop that quadratic rebounds (velocity -v/2),
         // which would make every impact bounce. BDF2 resumes once contact is steady.
-        let impact = self.contact_pass.impacts > 0;
+        let impact = ws.contact_pass.impacts > 0;
         let vscheme = if impact {
             Scheme::BackwardEuler
         } else {
@@ -560,18 +568,18 @@ impl Cloth {
             let v = velocity(
                 vscheme,
                 h,
-                self.x_new[i],
+                ws.x_new[i],
                 st.positions[i],
                 st.prev_positions[i],
             );
             st.prev_velocities[i] = st.velocities[i];
             st.velocities[i] = v;
             st.prev_positions[i] = st.positions[i];
-            st.positions[i] = self.x_new[i];
+            st.positions[i] = ws.x_new[i];
         }
         // Contact is inelastic: a node on a body leaves the substep with the body's normal
         // velocity, neither approaching it nor thrown off by the push that resolved it.
-        for &(i, n, body_move) in &self.contact_pass.touched {
+        for &(i, n, body_move) in &ws.contact_pass.touched {
             let i = i as usize;
             let v = st.velocities[i];
             let body_v = body_move / h;
@@ -637,7 +645,7 @@ impl Cloth {
             pin_start: self.pin_start.clone(),
             pin_target: self.pin_target.clone(),
             accumulator: self.accumulator,
-            touching: self.contact_pass.touching().to_vec(),
+            touching: self.touching.clone(),
         }
     }
 
@@ -703,7 +711,7 @@ impl Cloth {
         self.pin_start.copy_from_slice(&snapshot.pin_start);
         self.pin_target.copy_from_slice(&snapshot.pin_target);
         self.accumulator = snapshot.accumulator;
-        self.contact_pass.set_touching(&snapshot.touching);
+        self.touching.copy_from_slice(&snapshot.touching);
         Ok(())
     }
 
@@ -717,13 +725,16 @@ impl Cloth {
     /// not part of the frame loop.
     pub fn force_residual(&mut self) -> f64 {
         let mut grad = vec![DVec3::ZERO; self.model.free_nodes.len()];
-        crate::solver::static_gradient(
-            &self.model,
-            &self.state.positions,
-            self.settings.gravity,
-            &mut self.scratch,
-            &mut grad,
-        );
+        with_thread_workspace(|ws| {
+            ws.ensure(&self.model);
+            crate::solver::static_gradient(
+                &self.model,
+                &self.state.positions,
+                self.settings.gravity,
+                &mut ws.scratch,
+                &mut grad,
+            )
+        });
         grad.iter().map(|g| g.length()).fold(0.0, f64::max)
     }
 
@@ -748,14 +759,17 @@ impl Cloth {
         for (i, &p) in self.model.pins.iter().enumerate() {
             x[p as usize] = self.pin_target[i];
         }
-        let report = relax(
-            &self.model,
-            &mut x,
-            self.settings.gravity,
-            tolerance,
-            max_iterations,
-            &mut self.scratch,
-        )?;
+        let report = with_thread_workspace(|ws| {
+            ws.ensure(&self.model);
+            relax(
+                &self.model,
+                &mut x,
+                self.settings.gravity,
+                tolerance,
+                max_iterations,
+                &mut ws.scratch,
+            )
+        })?;
         self.set_positions(&x)?;
         Ok(report)
     }

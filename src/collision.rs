@@ -677,16 +677,26 @@ const TOUCH: f64 = 1e-4;
 const SLACK: f64 = 0.02;
 
 impl ContactPass {
-    pub fn with_capacity(nodes: usize) -> Self {
-        Self {
-            candidates: Vec::with_capacity(nodes),
-            depth: Vec::with_capacity(nodes),
-            hit: Vec::with_capacity(nodes),
-            was_touching: vec![false; nodes],
-            held: vec![false; nodes],
-            touched: Vec::with_capacity(nodes),
-            ..Default::default()
-        }
+    /// Sizes the per-node buffers for a cloth of `nodes` nodes (reusing memory), takes which of
+    /// its nodes touched a body after its last substep, and reserves room for every node being
+    /// a candidate, so that the passes of this step allocate only when a node meets several
+    /// bodies at once.
+    pub fn load(&mut self, touching: &[bool]) {
+        let nodes = touching.len();
+        self.was_touching.clear();
+        self.was_touching.extend_from_slice(touching);
+        self.held.resize(nodes, false);
+        // Cleared here and refilled by `prepare`.
+        self.candidates.clear();
+        self.candidates.reserve(nodes);
+        self.depth.clear();
+        self.depth.reserve(nodes);
+        self.hit.clear();
+        self.hit.reserve(nodes);
+        self.sticky.clear();
+        self.sticky.reserve(nodes);
+        self.touched.clear();
+        self.touched.reserve(nodes);
     }
 
     /// Broad phase for a substep spanning fractions `s0..s1` of the frame: which free nodes
@@ -810,14 +820,9 @@ impl ContactPass {
         self.depth[candidate as usize] = depth;
     }
 
-    /// Per node: touching a body after the last substep.
+    /// Per node: touching a body after the last substep (of the cloth [`ContactPass::load`]ed).
     pub fn touching(&self) -> &[bool] {
         &self.was_touching
-    }
-
-    /// Restores which nodes touch a body (from a snapshot of the same cloth).
-    pub fn set_touching(&mut self, touching: &[bool]) {
-        self.was_touching.copy_from_slice(touching);
     }
 
     /// Flags the nodes that the projections of this substep put on a body.

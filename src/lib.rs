@@ -63,6 +63,7 @@ mod sparse;
 #[doc(hidden)]
 pub mod stages;
 pub mod worker;
+pub mod workspace;
 
 pub use aero::Aerodynamics;
 pub use attachment::{AttachError, AttachmentSettings, Attachments, Influence};
@@ -76,3 +77,4 @@ pub use integrator::Integrator;
 pub use measures::Measures;
 pub use mesh::{BaseMesh, ClothMesh, Discretization, StrainEdge};
 pub use model::{ClothModel, ModelStats, SolverMethod, SolverSettings};
+pub use workspace::Workspace;

@@ -22,6 +22,9 @@ use crate::sparse::CsrMatrix;
 /// Marks a node that is not free in [`ClothModel`]'s node-to-unknown map.
 pub(crate) const PINNED: u32 = u32::MAX;
 
+/// Source of [`ClothModel`] ids.
+static NEXT_MODEL_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 /// The iteration used to minimise each substep's energy. Both use the same prefactored matrix
 /// and cost one triangular solve per iteration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -178,6 +181,8 @@ pub struct ClothModel {
     pub(crate) free_nodes: Vec<u32>,
     /// Whether each node is pinned.
     pub(crate) pinned_mask: Vec<bool>,
+    /// Unique per model built in this process (workspaces key their caches on it).
+    pub(crate) id: u64,
     /// Node of each row of the factored (permuted) system.
     pub(crate) solve_order: Vec<u32>,
     /// `S_FF` (stiffness without the mass term) in the factor's ordering, for gradients.
@@ -325,6 +330,7 @@ impl ClothModel {
             pins,
             free_nodes,
             pinned_mask,
+            id: NEXT_MODEL_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             solve_order,
             stiffness_perm,
             coupling,

@@ -27,8 +27,8 @@ const MAX_BACKTRACKS: u32 = 6;
 /// Armijo sufficient-decrease constant.
 const ARMIJO: f64 = 1e-4;
 
-/// Preallocated per-cloth workspace for the substep loop.
-#[derive(Debug)]
+/// Preallocated buffers of the substep loop (held by a [`crate::workspace::Workspace`]).
+#[derive(Debug, Default)]
 pub(crate) struct Scratch {
     /// Inertial prediction `x~`.
     pub x_tilde: Vec<DVec3>,
@@ -74,6 +74,28 @@ pub(crate) struct Lbfgs {
 }
 
 impl Lbfgs {
+    /// Sizes the vectors for `nf` free nodes and `history` pairs, reusing their memory.
+    fn ensure(&mut self, nf: usize, history: usize) {
+        for v in [
+            &mut self.x,
+            &mut self.g,
+            &mut self.d,
+            &mut self.x_trial,
+            &mut self.g_trial,
+        ] {
+            v.resize(nf, DVec3::ZERO);
+        }
+        self.s.resize_with(history, Vec::new);
+        self.y.resize_with(history, Vec::new);
+        for v in self.s.iter_mut().chain(self.y.iter_mut()) {
+            v.resize(nf, DVec3::ZERO);
+        }
+        self.rho.resize(history, 0.0);
+        self.alpha.resize(history, 0.0);
+        self.len = 0;
+        self.newest = 0;
+    }
+
     fn new(nf: usize, history: usize) -> Self {
         Self {
             x: vec![DVec3::ZERO; nf],
@@ -92,6 +114,30 @@ impl Lbfgs {
 }
 
 impl Scratch {
+    /// Sizes every buffer for `model`, reusing the memory already held: a workspace that has
+    /// served the largest model it will see allocates nothing more.
+    pub fn ensure(&mut self, model: &ClothModel) {
+        let n = model.mesh.node_count();
+        let t = model.terms.rigid.nodes.len();
+        let c = model.terms.bending.curved.len();
+        let sp = model.terms.springs.nodes.len();
+        self.x_tilde.resize(n, DVec3::ZERO);
+        self.rhs_const.resize(n, DVec3::ZERO);
+        self.rhs.resize(n, DVec3::ZERO);
+        self.proj.resize(t, [DVec3::ZERO; 2]);
+        self.proj_energy.resize(t, 0.0);
+        self.springs.resize(sp, DVec3::ZERO);
+        self.spring_energy.resize(sp, 0.0);
+        self.curved.resize(c, DVec3::ZERO);
+        self.curved_energy.resize(c, 0.0);
+        self.solve.resize(model.free_nodes.len(), DVec3::ZERO);
+        let history = match model.settings.method {
+            SolverMethod::Lbfgs { history } => history as usize,
+            SolverMethod::LocalGlobal => 0,
+        };
+        self.lbfgs.ensure(model.free_nodes.len(), history);
+    }
+
     pub fn new(model: &ClothModel) -> Self {
         let n = model.mesh.node_count();
         let t = model.terms.rigid.nodes.len();
@@ -218,8 +264,8 @@ pub(crate) struct Contact<'a> {
 /// the factor's ordering, for the factor they were computed with) and the dense Schur system.
 #[derive(Debug, Default)]
 pub(crate) struct ContactSolve {
-    /// Which scheme's factor the cached columns belong to.
-    scheme: Option<Scheme>,
+    /// Which model (its id) and scheme's factor the cached columns belong to.
+    owner: Option<(u64, Scheme)>,
     /// `columns[s * nf..(s + 1) * nf]`: the column in slot `s`.
     columns: Vec<f64>,
     /// Factor row held by each slot (`u32::MAX`: empty).
@@ -245,25 +291,27 @@ impl ContactSolve {
     fn prepare(&mut self, model: &ClothModel, scheme: Scheme, max_coupled: usize) {
         let nf = model.free_nodes.len();
         let n = model.mesh.node_count();
-        if self.row_of_node.len() != n || self.slot_owner.len() != max_coupled {
-            self.row_of_node = vec![u32::MAX; n];
-            for (r, &node) in model.solve_order.iter().enumerate() {
-                self.row_of_node[node as usize] = r as u32;
-            }
-            self.columns = vec![0.0; max_coupled * nf];
-            self.slot_owner = vec![u32::MAX; max_coupled];
-            self.slot_used = vec![0; max_coupled];
-            self.slot_of = vec![u32::MAX; nf];
-            self.con_slot = Vec::with_capacity(max_coupled);
-            self.schur = vec![0.0; max_coupled * max_coupled];
-            self.lambda = vec![0.0; max_coupled];
-            self.scheme = None;
+        let owner = Some((model.id, scheme));
+        if self.owner == owner && self.slot_owner.len() == max_coupled {
+            return;
         }
-        if self.scheme != Some(scheme) {
-            self.slot_owner.fill(u32::MAX);
-            self.slot_of.fill(u32::MAX);
-            self.scheme = Some(scheme);
+        // Another model, scheme or cap: resize (reusing memory) and forget the cached columns.
+        self.row_of_node.clear();
+        self.row_of_node.resize(n, u32::MAX);
+        for (r, &node) in model.solve_order.iter().enumerate() {
+            self.row_of_node[node as usize] = r as u32;
         }
+        self.columns.resize(max_coupled * nf, 0.0);
+        self.slot_owner.clear();
+        self.slot_owner.resize(max_coupled, u32::MAX);
+        self.slot_used.clear();
+        self.slot_used.resize(max_coupled, 0);
+        self.slot_of.clear();
+        self.slot_of.resize(nf, u32::MAX);
+        self.con_slot.reserve(max_coupled);
+        self.schur.resize(max_coupled * max_coupled, 0.0);
+        self.lambda.resize(max_coupled, 0.0);
+        self.owner = owner;
     }
 
     /// The slot holding `K^-1 e_row`, computing it (one scalar solve) if needed.

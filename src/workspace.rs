@@ -1,0 +1,63 @@
+//! Working memory for stepping cloths: everything a step needs that does not outlive it.
+//!
+//! A [`Cloth`](crate::Cloth) holds only its state (positions, velocities and their history, pin
+//! targets, which nodes touch a body). The prediction, right-hand sides, projections, L-BFGS
+//! vectors, contact buffers, the cached columns of the contact solve and the copy of the state
+//! kept for rolling back a fault live in a [`Workspace`], which any number of cloths stepped one
+//! after another share, in the manner of faer's preallocated scratch. Its buffers only grow: once
+//! it has served the largest cloth it will see, stepping allocates nothing.
+//!
+//! [`Cloth::step`](crate::Cloth::step) uses one workspace per thread (a thread local), so
+//! cloths stepped in parallel with rayon use one per worker; [`Cloth::step_in`](crate::Cloth)
+//! takes an explicit one.
+
+use std::cell::RefCell;
+
+use glam::DVec3;
+
+use crate::cloth::ClothState;
+use crate::collision::ContactPass;
+use crate::model::ClothModel;
+use crate::solver::{ContactSolve, Scratch};
+
+/// Scratch memory for [`Cloth::step_in`](crate::Cloth::step_in); see the module docs.
+#[derive(Debug, Default)]
+pub struct Workspace {
+    pub(crate) scratch: Scratch,
+    /// Positions being solved for.
+    pub(crate) x_new: Vec<DVec3>,
+    /// Per-node acceleration from the air, this substep.
+    pub(crate) accel: Vec<DVec3>,
+    /// The state before the current step, to go back to if a non-finite value appears.
+    pub(crate) last_good: ClothState,
+    pub(crate) contact_pass: ContactPass,
+    pub(crate) contact_solve: ContactSolve,
+}
+
+impl Workspace {
+    /// An empty workspace; it sizes itself on first use.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sizes the buffers for `model`, reusing the memory already held.
+    pub(crate) fn ensure(&mut self, model: &ClothModel) {
+        let n = model.mesh.node_count();
+        self.scratch.ensure(model);
+        self.x_new.resize(n, DVec3::ZERO);
+        self.accel.resize(n, DVec3::ZERO);
+    }
+}
+
+thread_local! {
+    static THREAD_WORKSPACE: RefCell<Workspace> = RefCell::new(Workspace::new());
+}
+
+/// Runs `f` with this thread's workspace (or a fresh one if it is already in use further up
+/// the stack, which the crate itself never does).
+pub(crate) fn with_thread_workspace<R>(f: impl FnOnce(&mut Workspace) -> R) -> R {
+    THREAD_WORKSPACE.with(|ws| match ws.try_borrow_mut() {
+        Ok(mut ws) => f(&mut ws),
+        Err(_) => f(&mut Workspace::new()),
+    })
+}
