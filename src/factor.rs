@@ -68,7 +68,9 @@ impl LowerCsc {
 /// The symbolic Cholesky factor of a sparsity pattern: ordering and structure of `L`.
 #[derive(Debug)]
 pub(crate) struct SymbolicFactor {
-    inner: SymbolicCholesky<u32>,
+    /// faer's analysis, needed to factor numerically; released once the model's factors exist
+    /// (it holds another copy of the structure of `L`).
+    inner: Option<SymbolicCholesky<u32>>,
     /// Column pointers of `L` (compressed columns, diagonal entry first in each column).
     col_ptr: Vec<u32>,
     /// Row indices of `L`.
@@ -112,11 +114,17 @@ impl SymbolicFactor {
             None => (0..m.n as u32).collect(),
         };
         Ok(Self {
-            inner,
+            inner: Some(inner),
             col_ptr,
             row_idx,
             perm,
         })
+    }
+
+    /// Drops faer's analysis: the solves need only the structure copied out of it, and no
+    /// further numeric factorisation will be made with this pattern.
+    pub fn release_analysis(&mut self) {
+        self.inner = None;
     }
 
     /// Number of nonzeros of the factor `L`.
@@ -141,16 +149,16 @@ pub(crate) struct NumericFactor {
 impl NumericFactor {
     /// Factors `m` (symmetric, both triangles stored, the pattern analysed by `symbolic`).
     pub fn factorize(symbolic: &SymbolicFactor, m: &CsrMatrix) -> Result<Self, ClothError> {
+        let inner = symbolic.inner.as_ref().ok_or_else(|| {
+            ClothError::Factorization("the symbolic analysis was already released".into())
+        })?;
         let lower = LowerCsc::from_symmetric(m);
         let a = SparseColMatRef::new(lower.symbolic(), &lower.vals);
-        let mut values = vec![0.0; symbolic.inner.len_val()];
-        let req = symbolic
-            .inner
-            .factorize_numeric_llt_scratch::<f64>(Par::Seq, Default::default());
+        let mut values = vec![0.0; inner.len_val()];
+        let req = inner.factorize_numeric_llt_scratch::<f64>(Par::Seq, Default::default());
         let mut mem = MemBuffer::try_new(req)
             .map_err(|_| ClothError::Factorization("out of memory".into()))?;
-        symbolic
-            .inner
+        inner
             .factorize_numeric_llt(
                 &mut values,
                 a,

@@ -284,6 +284,8 @@ impl ClothModel {
                 let numeric = NumericFactor::factorize(&symbolic, &k)?;
                 factors.push(SchemeFactor { scheme, numeric });
             }
+            let mut symbolic = symbolic;
+            symbolic.release_analysis();
             (Some(symbolic), factors)
         };
 
