@@ -14,25 +14,43 @@ pub(crate) struct CsrMatrix {
 }
 
 impl CsrMatrix {
-    /// Sums duplicate `(row, col, value)` triplets into an `n x n` CSR matrix.
+    /// Sums duplicate `(row, col, value)` triplets into an `n x n` CSR matrix. Triplets are
+    /// bucketed by row (a counting sort), then each row is sorted by column (stable, so that
+    /// duplicates are summed in the order given) and merged: linear in the triplets apart from
+    /// the short per-row sorts (measured: the model build of the 2,025-node sheet spent a third
+    /// of its time in one global sort of the triplets).
     pub fn from_triplets(n: usize, triplets: &mut [(u32, u32, f64)]) -> Self {
-        triplets.sort_unstable_by_key(|&(r, c, _)| (r, c));
-        let mut row_ptr = vec![0u32; n + 1];
-        let mut cols = Vec::with_capacity(triplets.len() / 2);
-        let mut vals: Vec<f64> = Vec::with_capacity(triplets.len() / 2);
-        let mut last: Option<(u32, u32)> = None;
-        for &(r, c, v) in triplets.iter() {
-            if last == Some((r, c)) {
-                *vals.last_mut().expect("a previous entry exists") += v;
-            } else {
-                cols.push(c);
-                vals.push(v);
-                row_ptr[r as usize + 1] += 1;
-                last = Some((r, c));
-            }
+        let mut start = vec![0u32; n + 1];
+        for &(r, _, _) in triplets.iter() {
+            start[r as usize + 1] += 1;
         }
         for i in 0..n {
-            row_ptr[i + 1] += row_ptr[i];
+            start[i + 1] += start[i];
+        }
+        let mut next = start.clone();
+        let mut bucket = vec![(0u32, 0.0f64); triplets.len()];
+        for &(r, c, v) in triplets.iter() {
+            let k = &mut next[r as usize];
+            bucket[*k as usize] = (c, v);
+            *k += 1;
+        }
+        let mut row_ptr = Vec::with_capacity(n + 1);
+        let mut cols = Vec::with_capacity(triplets.len() / 2);
+        let mut vals: Vec<f64> = Vec::with_capacity(triplets.len() / 2);
+        row_ptr.push(0u32);
+        for r in 0..n {
+            let row = &mut bucket[start[r] as usize..start[r + 1] as usize];
+            row.sort_by_key(|&(c, _)| c);
+            let first = cols.len();
+            for &(c, v) in row.iter() {
+                if cols.len() > first && cols.last() == Some(&c) {
+                    *vals.last_mut().expect("a previous entry exists") += v;
+                } else {
+                    cols.push(c);
+                    vals.push(v);
+                }
+            }
+            row_ptr.push(cols.len() as u32);
         }
         Self {
             n,
