@@ -239,28 +239,49 @@ impl ClothModel {
 
         // Split into the free-free block (with a zero diagonal slot for the mass term) and the
         // free-pinned coupling.
+        // Free indices grow with node indices, so each row's columns stay sorted; the diagonal
+        // slot is inserted in order if the row has none.
         let nf = free_nodes.len();
-        let mut ff = Vec::with_capacity(stiffness.nnz() + nf);
+        let mut base = CsrMatrix {
+            n: nf,
+            row_ptr: Vec::with_capacity(nf + 1),
+            cols: Vec::with_capacity(stiffness.nnz() + nf),
+            vals: Vec::with_capacity(stiffness.nnz() + nf),
+        };
+        base.row_ptr.push(0);
         let mut coupling = PinCoupling {
             row_ptr: vec![0],
             ..Default::default()
         };
         for (fi, &node) in free_nodes.iter().enumerate() {
-            ff.push((fi as u32, fi as u32, 0.0));
             let (cols, vals) = stiffness.row(node as usize);
+            let mut diagonal = false;
             for (&c, &v) in cols.iter().zip(vals) {
                 match unknown[c as usize] {
                     PINNED => {
                         coupling.pins.push(c);
                         coupling.vals.push(v);
                     }
-                    fj => ff.push((fi as u32, fj, v)),
+                    fj => {
+                        if !diagonal && fj >= fi as u32 {
+                            if fj > fi as u32 {
+                                base.cols.push(fi as u32);
+                                base.vals.push(0.0);
+                            }
+                            diagonal = true;
+                        }
+                        base.cols.push(fj);
+                        base.vals.push(v);
+                    }
                 }
             }
+            if !diagonal {
+                base.cols.push(fi as u32);
+                base.vals.push(0.0);
+            }
+            base.row_ptr.push(base.cols.len() as u32);
             coupling.row_ptr.push(coupling.pins.len() as u32);
         }
-        let base = CsrMatrix::from_triplets(nf, &mut ff);
-        drop(ff);
 
         let schemes: &[Scheme] = match settings.integrator {
             Integrator::BackwardEuler => &[Scheme::BackwardEuler],
@@ -300,14 +321,27 @@ impl ClothModel {
                 for (i, &p) in perm.iter().enumerate() {
                     inv[p as usize] = i as u32;
                 }
-                let mut t = Vec::with_capacity(base.nnz());
-                for r in 0..nf {
-                    let (cols, vals) = base.row(r);
-                    for (&c, &v) in cols.iter().zip(vals) {
-                        t.push((inv[r], inv[c as usize], v));
+                // Row i is row perm[i] of the free block with its columns renumbered.
+                let mut m = CsrMatrix {
+                    n: nf,
+                    row_ptr: Vec::with_capacity(nf + 1),
+                    cols: Vec::with_capacity(base.nnz()),
+                    vals: Vec::with_capacity(base.nnz()),
+                };
+                m.row_ptr.push(0);
+                let mut row: Vec<(u32, f64)> = Vec::new();
+                for &p in perm {
+                    let (cols, vals) = base.row(p as usize);
+                    row.clear();
+                    row.extend(cols.iter().zip(vals).map(|(&c, &v)| (inv[c as usize], v)));
+                    row.sort_unstable_by_key(|&(c, _)| c);
+                    for &(c, v) in &row {
+                        m.cols.push(c);
+                        m.vals.push(v);
                     }
+                    m.row_ptr.push(m.cols.len() as u32);
                 }
-                CsrMatrix::from_triplets(nf, &mut t)
+                m
             }
             None => CsrMatrix::default(),
         };

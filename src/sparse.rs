@@ -15,10 +15,10 @@ pub(crate) struct CsrMatrix {
 
 impl CsrMatrix {
     /// Sums duplicate `(row, col, value)` triplets into an `n x n` CSR matrix. Triplets are
-    /// bucketed by row (a counting sort), then each row is sorted by column (stable, so that
-    /// duplicates are summed in the order given) and merged: linear in the triplets apart from
-    /// the short per-row sorts (measured: the model build of the 2,025-node sheet spent a third
-    /// of its time in one global sort of the triplets).
+    /// bucketed by row (a counting sort); each row then sums its duplicates in the order given,
+    /// through a column marker, and sorts only its distinct columns. Linear in the triplets apart
+    /// from those short sorts (measured: the model build of the 2,025-node sheet spent a third
+    /// of its time in one global sort of the triplets before).
     pub fn from_triplets(n: usize, triplets: &mut [(u32, u32, f64)]) -> Self {
         let mut start = vec![0u32; n + 1];
         for &(r, _, _) in triplets.iter() {
@@ -34,21 +34,30 @@ impl CsrMatrix {
             bucket[*k as usize] = (c, v);
             *k += 1;
         }
+        // `slot[c]`: where column `c` sits in the row being merged, valid while `owner[c]` is
+        // that row.
+        let (mut slot, mut owner) = (vec![0u32; n], vec![u32::MAX; n]);
         let mut row_ptr = Vec::with_capacity(n + 1);
-        let mut cols = Vec::with_capacity(triplets.len() / 2);
-        let mut vals: Vec<f64> = Vec::with_capacity(triplets.len() / 2);
+        let mut cols: Vec<u32> = Vec::with_capacity(triplets.len() / 4);
+        let mut vals: Vec<f64> = Vec::with_capacity(triplets.len() / 4);
+        let mut merged: Vec<(u32, f64)> = Vec::new();
         row_ptr.push(0u32);
         for r in 0..n {
-            let row = &mut bucket[start[r] as usize..start[r + 1] as usize];
-            row.sort_by_key(|&(c, _)| c);
-            let first = cols.len();
-            for &(c, v) in row.iter() {
-                if cols.len() > first && cols.last() == Some(&c) {
-                    *vals.last_mut().expect("a previous entry exists") += v;
+            merged.clear();
+            for &(c, v) in &bucket[start[r] as usize..start[r + 1] as usize] {
+                let cu = c as usize;
+                if owner[cu] == r as u32 {
+                    merged[slot[cu] as usize].1 += v;
                 } else {
-                    cols.push(c);
-                    vals.push(v);
+                    owner[cu] = r as u32;
+                    slot[cu] = merged.len() as u32;
+                    merged.push((c, v));
                 }
+            }
+            merged.sort_unstable_by_key(|&(c, _)| c);
+            for &(c, v) in &merged {
+                cols.push(c);
+                vals.push(v);
             }
             row_ptr.push(cols.len() as u32);
         }
