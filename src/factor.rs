@@ -3,12 +3,12 @@
 //! Split as faer splits it: [`SymbolicFactor`] (fill-reducing AMD ordering and elimination
 //! structure, depends on the sparsity pattern only) and [`NumericFactor`] (the values of `L`,
 //! depends on the matrix values). Models whose matrices share a pattern (backward Euler and BDF2
-//! differ only on the diagonal) share one symbolic factor. faer's supernodal factorisation runs
-//! without relaxation, so its fundamental supernodes hold exactly the pattern of `L` (no
-//! explicit zeros for the solve to stream) while the numeric work runs on dense blocks. Relaxed
-//! supernodes factor faster still (model build 4.6 ms instead of 5.4 ms on the 2,025-node sheet)
-//! but add 8 % explicit zeros, which every solve would then read (frame 2.93 -> 3.04 ms): not
-//! taken, since the solve runs every frame and the build once.
+//! differ only on the diagonal) share one symbolic factor. The simplicial factorisation is forced:
+//! at cloth sizes its solve is faster than the supernodal one faer would pick automatically.
+//! faer's supernodal factorisation, without relaxation so that its blocks hold exactly the
+//! pattern of `L`, built the model of the 2,025-node sheet in 5.4 ms instead of 8.4 ms, but the
+//! process then held 67 MB more live heap after the build (the dense kernels' buffers): not
+//! taken for a game component.
 //!
 //! The solve is ours: faer orders and factors, then the values are laid out for the solve (the
 //! reciprocal of the diagonal apart, the off-diagonal values column by column with 16-bit row
@@ -25,11 +25,11 @@
 
 use faer::dyn_stack::{MemBuffer, MemStack};
 use faer::linalg::cholesky::llt::factor::LltRegularization;
+use faer::sparse::linalg::SupernodalThreshold;
 use faer::sparse::linalg::cholesky::{
     CholeskySymbolicParams, SymbolicCholesky, SymbolicCholeskyRaw, SymmetricOrdering,
     factorize_symbolic_cholesky,
 };
-use faer::sparse::linalg::{SupernodalThreshold, SymbolicSupernodalParams};
 use faer::sparse::{SparseColMatRef, SymbolicSparseColMatRef};
 use faer::{Par, Side};
 use std::ops::{Mul, Sub};
@@ -80,12 +80,11 @@ impl LowerCsc {
 /// The symbolic Cholesky factor of a sparsity pattern: ordering and structure of `L`.
 #[derive(Debug)]
 pub(crate) struct SymbolicFactor {
-    /// faer's supernodal analysis, needed to factor numerically; released once the model's
-    /// factors exist.
+    /// faer's analysis, needed to factor numerically; released once the model's factors exist
+    /// (it holds another copy of the structure of `L`).
     inner: Option<SymbolicCholesky<u32>>,
-    /// Positions in faer's supernodal values of each column's diagonal (first `n`), then of each
-    /// off-diagonal entry in solve order.
-    gather: Vec<u32>,
+    /// Column pointers of `L` as faer stores it (diagonal entry first in each column).
+    col_ptr: Vec<u32>,
     /// Off-diagonal entries of column `j` are `off_ptr[j]..off_ptr[j + 1]` of the solve arrays.
     off_ptr: Vec<u32>,
     /// Their row indices, 16-bit where the system has at most 65,536 rows.
@@ -98,12 +97,8 @@ impl SymbolicFactor {
     /// Analyses the pattern of the symmetric matrix `m` (both triangles stored).
     pub fn analyze(m: &CsrMatrix) -> Result<Self, ClothError> {
         let lower = LowerCsc::from_symmetric(m);
-        // Supernodal with no relaxation: fundamental supernodes hold exactly the pattern of L,
-        // so the numeric factorisation runs on dense blocks with no explicit zeros and the
-        // solve layout is read straight from the blocks.
         let params = CholeskySymbolicParams {
-            supernodal_flop_ratio_threshold: SupernodalThreshold::FORCE_SUPERNODAL,
-            supernodal_params: SymbolicSupernodalParams { relax: None },
+            supernodal_flop_ratio_threshold: SupernodalThreshold::FORCE_SIMPLICIAL,
             ..Default::default()
         };
         let inner = factorize_symbolic_cholesky(
@@ -113,58 +108,39 @@ impl SymbolicFactor {
             params,
         )
         .map_err(|e| ClothError::Factorization(format!("symbolic analysis failed: {e:?}")))?;
-        let SymbolicCholeskyRaw::Supernodal(sn) = inner.raw() else {
+        let SymbolicCholeskyRaw::Simplicial(simplicial) = inner.raw() else {
             return Err(ClothError::Factorization(
-                "expected a supernodal analysis".into(),
+                "expected a simplicial factorisation".into(),
             ));
         };
-        // Solve layout: per column, the off-diagonal rows (below the diagonal inside its
-        // supernode, then the supernode's pattern), and where each value sits in faer's
-        // column-major supernode blocks.
-        let n = m.n;
-        let mut off_ptr = Vec::with_capacity(n + 1);
-        let mut off_rows: Vec<u32> = Vec::new();
-        let mut diag_at = vec![0u32; n];
-        let mut off_at: Vec<u32> = Vec::new();
+        let col_ptr = simplicial.col_ptr().to_vec();
+        let row_idx = simplicial.row_idx();
+        // The solve layout drops the diagonal, which must lead each column.
+        let mut off_ptr = Vec::with_capacity(m.n + 1);
+        let mut off_rows = Vec::with_capacity(row_idx.len().saturating_sub(m.n));
         off_ptr.push(0u32);
-        let (begin, end, vptr) = (
-            sn.supernode_begin(),
-            sn.supernode_end(),
-            sn.col_ptr_for_val(),
-        );
-        for s in 0..sn.n_supernodes() {
-            let (start, stop) = (begin[s] as usize, end[s] as usize);
-            let pattern = sn.supernode(s).pattern();
-            let ncols = stop - start;
-            let nrows = ncols + pattern.len();
-            for (j, diag) in diag_at[start..stop].iter_mut().enumerate() {
-                let c = start + j;
-                let base = vptr[s] as usize + j * nrows;
-                *diag = (base + j) as u32;
-                for (k, r) in (c + 1..stop).enumerate() {
-                    off_rows.push(r as u32);
-                    off_at.push((base + j + 1 + k) as u32);
-                }
-                for (p, &r) in pattern.iter().enumerate() {
-                    off_rows.push(r);
-                    off_at.push((base + ncols + p) as u32);
-                }
-                off_ptr.push(off_rows.len() as u32);
+        for j in 0..m.n {
+            let (start, end) = (col_ptr[j] as usize, col_ptr[j + 1] as usize);
+            if row_idx.get(start) != Some(&(j as u32)) {
+                return Err(ClothError::Factorization(
+                    "factor columns do not start on the diagonal".into(),
+                ));
             }
+            off_rows.extend_from_slice(&row_idx[start + 1..end]);
+            off_ptr.push(off_rows.len() as u32);
         }
-        diag_at.extend_from_slice(&off_at);
-        let off_rows = if n <= 1 << 16 {
+        let off_rows = if m.n <= 1 << 16 {
             Rows::Narrow(off_rows.iter().map(|&r| r as u16).collect())
         } else {
             Rows::Wide(off_rows)
         };
         let perm = match inner.perm() {
             Some(p) => p.arrays().0.to_vec(),
-            None => (0..n as u32).collect(),
+            None => (0..m.n as u32).collect(),
         };
         Ok(Self {
             inner: Some(inner),
-            gather: diag_at,
+            col_ptr,
             off_ptr,
             off_rows,
             perm,
@@ -175,7 +151,6 @@ impl SymbolicFactor {
     /// further numeric factorisation will be made with this pattern.
     pub fn release_analysis(&mut self) {
         self.inner = None;
-        self.gather = Vec::new();
     }
 
     /// Number of nonzeros of the factor `L`.
@@ -225,9 +200,17 @@ impl NumericFactor {
             .map_err(|e| {
                 ClothError::Factorization(format!("matrix is not positive definite: {e:?}"))
             })?;
-        let (diag, off) = symbolic.gather.split_at(m.n);
-        let inv_diag = diag.iter().map(|&k| 1.0 / values[k as usize]).collect();
-        let off_vals = off.iter().map(|&k| values[k as usize]).collect();
+        let n = m.n;
+        let mut inv_diag = Vec::with_capacity(n);
+        let mut off_vals = Vec::with_capacity(values.len().saturating_sub(n));
+        for j in 0..n {
+            let (start, end) = (
+                symbolic.col_ptr[j] as usize,
+                symbolic.col_ptr[j + 1] as usize,
+            );
+            inv_diag.push(1.0 / values[start]);
+            off_vals.extend_from_slice(&values[start + 1..end]);
+        }
         Ok(Self { inv_diag, off_vals })
     }
 
