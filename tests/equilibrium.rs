@@ -127,9 +127,11 @@ fn strip_equilibrium(plain: bool, cells: (usize, usize), w: f64) -> f64 {
 
 /// No locking (the core issue's bound): on the 18 x 6 jittered strip, raising the isometry
 /// weight 100x (default 1e5 -> 1e7 N/m) changes the red/black droop by less than 5 % (measured:
-/// 423.6 -> 409.9 mm, 3.3 %; at 1e9, 401 mm). The plain mesh on the same triangulation loses
-/// more than twice as much (measured: 439.4 -> 398.7 mm, 9.3 %; 317 mm at 1e8 and 189 mm at 1e9,
-/// not fully converged there) and at 100x droops less than the red/black strip.
+/// 423.6 -> 409.9 mm, 3.3 %; at 1e9, 401 mm). The plain mesh on the same triangulation is
+/// printed for comparison but not asserted: at 1e7 it is only starting to lock and has several
+/// equilibria that Newton finds after rounding-level changes to the solve (measured 398.7 and
+/// 417.7 mm against 439.4 at 1e5; 317 mm at 1e8 and 189 mm at 1e9). The coarse test below
+/// asserts the contrast where it is stark.
 #[test]
 fn red_black_strip_droop_is_independent_of_the_isometry_weight() {
     let (rb, rb100) = (
@@ -140,13 +142,9 @@ fn red_black_strip_droop_is_independent_of_the_isometry_weight() {
         strip_equilibrium(true, FINE_CELLS, 1e5),
         strip_equilibrium(true, FINE_CELLS, 1e7),
     );
-    let (rb_loss, pl_loss) = (1.0 - rb100 / rb, 1.0 - pl100 / pl);
+    println!("red/black {rb} -> {rb100}, plain {pl} -> {pl100}");
+    let rb_loss = 1.0 - rb100 / rb;
     assert!(rb_loss.abs() < 0.05, "red/black {rb} -> {rb100}");
-    assert!(
-        pl_loss > 2.0 * rb_loss,
-        "plain {pl} -> {pl100}, red/black {rb} -> {rb100}"
-    );
-    assert!(pl100 < rb100, "plain {pl100} red/black {rb100}");
 }
 
 /// Locking contrast on the coarse 12 x 4 strip: at 100x the weight the red/black strip keeps
