@@ -18,12 +18,16 @@
 //! factor's ordering, so a solve allocates nothing and copies nothing.
 //!
 //! Measured (`cargo bench --bench stages`, 2,025 nodes, 105,411 nonzeros): a solve takes about
-//! 108 us where streaming the same arrays twice takes 24 us, so the solve is bound by its
-//! instructions and their dependences, not by memory traffic, at this size. The backward sweep
-//! keeps four partial sums per column so that consecutive multiply-subtracts do not wait on one
-//! another (117 -> 108 us). Not kept: a padded 4-wide right-hand side for paired SSE2 arithmetic
-//! (155 us), and fused multiply-adds behind run-time FMA detection (156 us: the fused operation's
-//! longer latency sits on the dependence chains).
+//! 120 us where streaming the same arrays twice takes 24 us, so the solve is bound by its
+//! instructions (a dependent scatter, then gather, of three scalars per nonzero), not by memory
+//! traffic, at this size. Not kept:
+//! - a padded 4-wide right-hand side for paired SSE2 arithmetic (155 us);
+//! - fused multiply-adds behind run-time FMA detection (156 us: the fused operation's longer
+//!   latency sits on the dependence chains);
+//! - two or four partial sums per column in the backward sweep: 117 -> 108 us in the stage
+//!   bench, but the `hanging_sheet` frame went 2.63 -> 2.91 ms, and 2.53 ms once a counter was
+//!   added to the solve. The frame moves by 10 % with code layout alone, so neither was a
+//!   reliable gain.
 
 use faer::dyn_stack::{MemBuffer, MemStack};
 use faer::linalg::cholesky::llt::factor::LltRegularization;
@@ -34,7 +38,7 @@ use faer::sparse::linalg::cholesky::{
 };
 use faer::sparse::{SparseColMatRef, SymbolicSparseColMatRef};
 use faer::{Par, Side};
-use std::ops::{Add, Mul, Sub};
+use std::ops::{Mul, Sub};
 
 use glam::DVec3;
 
@@ -233,7 +237,7 @@ impl NumericFactor {
     #[inline]
     fn sweep<T>(&self, symbolic: &SymbolicFactor, b: &mut [T])
     where
-        T: Copy + Sub<Output = T> + Add<Output = T> + Mul<f64, Output = T>,
+        T: Copy + Sub<Output = T> + Mul<f64, Output = T>,
         f64: Mul<T, Output = T>,
     {
         match &symbolic.off_rows {
@@ -245,7 +249,7 @@ impl NumericFactor {
     #[inline]
     fn sweep_with<T, R>(&self, ptr: &[u32], rows: &[R], b: &mut [T])
     where
-        T: Copy + Sub<Output = T> + Add<Output = T> + Mul<f64, Output = T>,
+        T: Copy + Sub<Output = T> + Mul<f64, Output = T>,
         f64: Mul<T, Output = T>,
         R: Copy + Into<u32>,
     {
@@ -261,24 +265,14 @@ impl NumericFactor {
                 b[i] = b[i] - l * yj;
             }
         }
-        // L^T x = y, with four partial sums so that consecutive multiply-subtracts do not wait
-        // on each other.
+        // L^T x = y
         for j in (0..n).rev() {
             let (s, e) = (ptr[j] as usize, ptr[j + 1] as usize);
-            let (r, v) = (&rows[s..e], &vals[s..e]);
-            let zero = b[j] * 0.0;
-            let mut acc = [b[j], zero, zero, zero];
-            let quads = r.len() / 4;
-            for k in 0..quads {
-                for (q, a) in acc.iter_mut().enumerate() {
-                    let at = 4 * k + q;
-                    *a = *a - v[at] * b[r[at].into() as usize];
-                }
+            let mut acc = b[j];
+            for (&i, &l) in rows[s..e].iter().zip(&vals[s..e]) {
+                acc = acc - l * b[i.into() as usize];
             }
-            for at in 4 * quads..r.len() {
-                acc[0] = acc[0] - v[at] * b[r[at].into() as usize];
-            }
-            b[j] = ((acc[0] + acc[1]) + (acc[2] + acc[3])) * inv[j];
+            b[j] = acc * inv[j];
         }
     }
 
