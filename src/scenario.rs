@@ -428,6 +428,15 @@ pub fn load(text: &str, dir: &Path) -> Result<LoadedScenario, ScenarioError> {
     if s.character.as_ref().is_some_and(|c| c.attach_pins) && pinned.is_empty() {
         return Err("character: attach_pins needs pinned vertices (pins is empty)".into());
     }
+    // Every edge borders at most two triangles, so subdivision gives at least V + 3T/2 nodes:
+    // refuse an oversized mesh before building it.
+    let at_least = base.positions.len() + 3 * base.triangles.len() / 2;
+    if at_least > MAX_NODES {
+        return Err(format!(
+            "mesh: at least {at_least} nodes after subdivision, at most {MAX_NODES}"
+        )
+        .into());
+    }
     let mesh = ClothMesh::new(&base).map_err(|e| format!("mesh: {e}"))?;
     if mesh.node_count() > MAX_NODES {
         return Err(format!(
