@@ -3,6 +3,8 @@
 //! isometry weight (locking), and that the render-edge term holds the rendered mesh together.
 //! Each test states the expected behaviour and its tolerance.
 
+mod common;
+
 use std::sync::Arc;
 
 use glam::Vec3;
@@ -180,31 +182,11 @@ fn red_black_strip_locks_far_less_than_the_plain_mesh() {
 #[test]
 fn render_edge_term_suppresses_twist_mode_strain() {
     let worst = |stiffness: f64| {
-        let cells = 16;
-        let base = BaseMesh::rectangle(1.0, 1.0, cells, cells)
-            .unwrap()
-            .map_positions(|p| Vec3::new(p.x, 1.0, -p.y));
-        let mesh = ClothMesh::new(&base).unwrap();
-        let pins = mesh.nodes_for_vertices(
-            &[
-                BaseMesh::grid_index(cells, 0, 0),
-                BaseMesh::grid_index(cells, cells, 0),
-            ],
-            false,
-        );
         let material = Material {
             render_edge_stiffness: stiffness,
             ..Default::default()
         };
-        let mut cloth = Cloth::from_mesh(mesh, material, &pins, SolverSettings::default()).unwrap();
-        let (mut max, mut mean) = (0.0f64, 0.0f64);
-        for _ in 0..120 {
-            cloth.step(1.0 / 60.0).unwrap();
-            let m = cloth.measures();
-            max = max.max(m.max_strain);
-            mean = mean.max(m.mean_strain);
-        }
-        (max, mean)
+        common::released_two_pin_square_strain(16, material)
     };
     let (off, _) = worst(0.0);
     let (on, on_mean) = worst(Material::default().render_edge_stiffness);
