@@ -95,22 +95,6 @@ impl Lbfgs {
         self.len = 0;
         self.newest = 0;
     }
-
-    fn new(nf: usize, history: usize) -> Self {
-        Self {
-            x: vec![DVec3::ZERO; nf],
-            g: vec![DVec3::ZERO; nf],
-            d: vec![DVec3::ZERO; nf],
-            x_trial: vec![DVec3::ZERO; nf],
-            g_trial: vec![DVec3::ZERO; nf],
-            s: vec![vec![DVec3::ZERO; nf]; history],
-            y: vec![vec![DVec3::ZERO; nf]; history],
-            rho: vec![0.0; history],
-            alpha: vec![0.0; history],
-            len: 0,
-            newest: 0,
-        }
-    }
 }
 
 impl Scratch {
@@ -138,30 +122,11 @@ impl Scratch {
         self.lbfgs.ensure(model.free_nodes.len(), history);
     }
 
+    /// Buffers sized for `model`.
     pub fn new(model: &ClothModel) -> Self {
-        let n = model.mesh.node_count();
-        let t = model.terms.rigid.nodes.len();
-        let c = model.terms.bending.curved.len();
-        let sp = model.terms.springs.nodes.len();
-        Self {
-            x_tilde: vec![DVec3::ZERO; n],
-            rhs_const: vec![DVec3::ZERO; n],
-            rhs: vec![DVec3::ZERO; n],
-            proj: vec![[DVec3::ZERO; 2]; t],
-            proj_energy: vec![0.0; t],
-            springs: vec![DVec3::ZERO; sp],
-            spring_energy: vec![0.0; sp],
-            curved: vec![DVec3::ZERO; c],
-            curved_energy: vec![0.0; c],
-            solve: vec![DVec3::ZERO; model.free_nodes.len()],
-            origin: DVec3::ZERO,
-            lbfgs: match model.settings.method {
-                SolverMethod::Lbfgs { history } => {
-                    Lbfgs::new(model.free_nodes.len(), history as usize)
-                }
-                SolverMethod::LocalGlobal => Lbfgs::default(),
-            },
-        }
+        let mut scratch = Self::default();
+        scratch.ensure(model);
+        scratch
     }
 }
 
