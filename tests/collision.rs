@@ -64,7 +64,9 @@ fn kinetic(cloth: &Cloth) -> f64 {
 /// (the impact strains the render mesh by 5.4 %); at the default 2 x 5 it stays on but keeps
 /// 12 % strain (62 % during the wrap); at 4 x 10 and 10 x 1 it slides off. Coupling every
 /// contact exactly into the global solve gave 0.15 % at 8 x 50, but costs a dense solve per
-/// iteration in the number of contacts (66 ms per frame for 441 contacts).
+/// iteration in the number of contacts (66 ms per frame for 441 contacts). Substep-by-substep
+/// anatomy (BDF2 rebound next to the contact line, the fallback beyond the coupling cap,
+/// friction locking a strained wrap): docs/fidelity.md section 5.2.
 #[test]
 #[ignore = "known failing: the draped sheet slides off or keeps strain; see the doc comment"]
 fn sheet_dropped_on_a_capsule_comes_to_rest_on_it() {
