@@ -225,7 +225,7 @@ impl SymbolicFactor {
 pub(crate) struct NumericFactor {
     /// `1 / L_jj`.
     inv_diag: Vec<f64>,
-    /// Off-diagonal values of `L`, column by column (see [`SymbolicFactor`]'s `off_ptr`).
+    /// Off-diagonal values of `L`, supernode by supernode (see [`SymbolicFactor`]'s `val_ptr`).
     off_vals: Vec<f64>,
 }
 
@@ -236,18 +236,26 @@ impl NumericFactor {
     /// descendants' updates already applied) and sends its own update, dot products of its rows
     /// below, to the supernodes that own those rows' columns.
     pub fn factorize(symbolic: &SymbolicFactor, m: &CsrMatrix) -> Result<Self, ClothError> {
-        let sym = symbolic;
+        match &symbolic.sn_rows {
+            Rows::Narrow(rows) => Self::factorize_with(symbolic, rows, m),
+            Rows::Wide(rows) => Self::factorize_with(symbolic, rows, m),
+        }
+    }
+
+    /// [`Self::factorize`] for the row-index type `R` of `sym`'s supernodes.
+    fn factorize_with<R>(
+        sym: &SymbolicFactor,
+        rows: &[R],
+        m: &CsrMatrix,
+    ) -> Result<Self, ClothError>
+    where
+        R: Copy + Into<u32>,
+    {
         let n = m.n;
         let mut diag = vec![0.0; n];
         let mut vals = vec![0.0; sym.factor_nnz() - n];
-        let rows_of = |s: usize| match &sym.sn_rows {
-            Rows::Narrow(r) => {
-                RowsRef::Narrow(&r[sym.row_ptr[s] as usize..sym.row_ptr[s + 1] as usize])
-            }
-            Rows::Wide(r) => {
-                RowsRef::Wide(&r[sym.row_ptr[s] as usize..sym.row_ptr[s + 1] as usize])
-            }
-        };
+        let rows_of = |s: usize| &rows[sym.row_ptr[s] as usize..sym.row_ptr[s + 1] as usize];
+        let row = |rs: &[R], k: usize| rs[k].into() as usize;
         // Supernode of each column.
         let mut sn_of = vec![0u32; n];
         for s in 0..sym.supernodes() {
@@ -258,7 +266,7 @@ impl NumericFactor {
             iperm[p as usize] = i as u32;
         }
         // Position of (row i, column j), i > j, in `vals`.
-        let locate = |i: usize, j: usize, rows: &RowsRef<'_>| -> Option<usize> {
+        let locate = |i: usize, j: usize, rows: &[R]| -> Option<usize> {
             let s = sn_of[j] as usize;
             let (c0, c1) = (sym.sn_cols[s] as usize, sym.sn_cols[s + 1] as usize);
             let (w, base) = (c1 - c0, sym.val_ptr[s] as usize);
@@ -266,7 +274,10 @@ impl NumericFactor {
                 let a = i - c0;
                 Some(base + a * (a - 1) / 2 + (j - c0))
             } else {
-                let k = rows.position(i)?;
+                let k = rows.partition_point(|&r| (r.into() as usize) < i);
+                if k == rows.len() || row(rows, k) != i {
+                    return None;
+                }
                 Some(base + w * (w - 1) / 2 + k * w + (j - c0))
             }
         };
@@ -279,7 +290,7 @@ impl NumericFactor {
                 if i == j {
                     diag[j] += x;
                 } else if i > j {
-                    let at = locate(i, j, &rows).ok_or_else(|| {
+                    let at = locate(i, j, rows).ok_or_else(|| {
                         ClothError::Factorization(
                             "matrix entry outside the analysed pattern".into(),
                         )
@@ -289,7 +300,6 @@ impl NumericFactor {
             }
         }
         let mut map: Vec<usize> = Vec::new();
-        let mut row_j: Vec<f64> = Vec::new();
         for s in 0..sym.supernodes() {
             let (c0, c1) = (sym.sn_cols[s] as usize, sym.sn_cols[s + 1] as usize);
             let w = c1 - c0;
@@ -302,8 +312,7 @@ impl NumericFactor {
             // Dense Cholesky of the supernode: column by column, rows as dot products.
             for j in 0..w {
                 let oj = j * j.saturating_sub(1) / 2;
-                let lj = &dblock[oj..oj + j];
-                let d = diag[c0 + j] - dot(lj, lj);
+                let d = diag[c0 + j] - dot(&dblock[oj..oj + j], &dblock[oj..oj + j]);
                 if d.is_nan() || d <= 0.0 {
                     return Err(ClothError::Factorization(
                         "matrix is not positive definite".into(),
@@ -311,13 +320,13 @@ impl NumericFactor {
                 }
                 let ljj = d.sqrt();
                 diag[c0 + j] = ljj;
-                row_j.clear();
-                row_j.extend_from_slice(lj);
-                let lj = &row_j[..];
+                // Rows after j of the diagonal block start where row j ends.
+                let (upto, after) = dblock.split_at_mut(oj + j);
+                let lj = &upto[oj..];
                 for i in j + 1..w {
-                    let oi = i * (i - 1) / 2;
-                    let d = dot(&dblock[oi..oi + j], lj);
-                    dblock[oi + j] = (dblock[oi + j] - d) / ljj;
+                    let oi = i * (i - 1) / 2 - (oj + j);
+                    let d = dot(&after[oi..oi + j], lj);
+                    after[oi + j] = (after[oi + j] - d) / ljj;
                 }
                 for row in rect.chunks_exact_mut(w) {
                     let d = dot(&row[..j], lj);
@@ -328,10 +337,10 @@ impl NumericFactor {
             let rect: &[f64] = rect;
             let mut b = 0;
             while b < below {
-                let t = sn_of[rows.get(b)] as usize;
+                let t = sn_of[row(rows, b)] as usize;
                 let (t0, t1) = (sym.sn_cols[t] as usize, sym.sn_cols[t + 1] as usize);
                 let mut g1 = b;
-                while g1 < below && rows.get(g1) < t1 {
+                while g1 < below && row(rows, g1) < t1 {
                     g1 += 1;
                 }
                 // Where each row of s from b on starts in t's values (`later`, since t > s):
@@ -342,12 +351,12 @@ impl NumericFactor {
                 map.clear();
                 let mut p = 0;
                 for a in b..below {
-                    let r = rows.get(a);
+                    let r = row(rows, a);
                     map.push(if r < t1 {
                         let ra = r - t0;
                         tbase + ra * ra.saturating_sub(1) / 2
                     } else {
-                        while trows.get(p) != r {
+                        while row(trows, p) != r {
                             p += 1;
                         }
                         tbase + tw * (tw - 1) / 2 + p * tw
@@ -355,7 +364,7 @@ impl NumericFactor {
                 }
                 for bb in b..g1 {
                     let lb = &rect[bb * w..(bb + 1) * w];
-                    let r = rows.get(bb);
+                    let r = row(rows, bb);
                     diag[r] -= dot(lb, lb);
                     let col = r - t0;
                     for (a, &at) in map.iter().enumerate().skip(bb - b + 1) {
@@ -375,8 +384,8 @@ impl NumericFactor {
 
     /// Solves `P A P^T y = b` in place for three right-hand sides at once (x, y, z of each row),
     /// with `b` already in the factor's ordering ([`SymbolicFactor::perm`]). One forward sweep
-    /// over the columns of `L`, one backward sweep over the same data: the factor is streamed
-    /// twice, each nonzero doing three multiply-adds.
+    /// over the supernodes of `L`, one backward sweep over the same data: the factor is
+    /// streamed twice, each nonzero doing three multiply-adds.
     pub fn solve_permuted(&self, symbolic: &SymbolicFactor, b: &mut [DVec3]) {
         self.sweep(symbolic, b);
     }
@@ -532,8 +541,8 @@ impl NumericFactor {
         acc.iter().sum::<f64>() + idx.iter().fold(0u32, |a, &b| a.wrapping_add(b)) as f64
     }
 
-    /// Bytes one sweep of a solve reads from the factor: values, row indices, column pointers
-    /// and reciprocal diagonal.
+    /// Bytes one sweep of a solve reads from the factor: values, row indices, the supernodes'
+    /// column, row and value offsets, and the reciprocal diagonal.
     pub fn bytes_per_sweep(&self, symbolic: &SymbolicFactor) -> usize {
         self.bytes() + symbolic.sn_rows.bytes() + symbolic.supernodes() * 12
     }
@@ -572,36 +581,6 @@ where
         tail = tail + r * y;
     }
     (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
-}
-
-/// The rows below one supernode.
-enum RowsRef<'a> {
-    Narrow(&'a [u16]),
-    Wide(&'a [u32]),
-}
-
-impl RowsRef<'_> {
-    fn len(&self) -> usize {
-        match self {
-            RowsRef::Narrow(r) => r.len(),
-            RowsRef::Wide(r) => r.len(),
-        }
-    }
-
-    fn get(&self, k: usize) -> usize {
-        match self {
-            RowsRef::Narrow(r) => r[k] as usize,
-            RowsRef::Wide(r) => r[k] as usize,
-        }
-    }
-
-    /// Index of row `i` (the rows are sorted).
-    fn position(&self, i: usize) -> Option<usize> {
-        match self {
-            RowsRef::Narrow(r) => r.binary_search(&(i as u16)).ok(),
-            RowsRef::Wide(r) => r.binary_search(&(i as u32)).ok(),
-        }
-    }
 }
 
 /// Row indices of the factor's off-diagonal entries.
