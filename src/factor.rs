@@ -312,7 +312,7 @@ impl NumericFactor {
             // Dense Cholesky of the supernode: column by column, rows as dot products.
             for j in 0..w {
                 let oj = j * j.saturating_sub(1) / 2;
-                let d = diag[c0 + j] - dot(&dblock[oj..oj + j], &dblock[oj..oj + j]);
+                let d = diag[c0 + j] - dot::<f64, false>(&dblock[oj..oj + j], &dblock[oj..oj + j]);
                 if d.is_nan() || d <= 0.0 {
                     return Err(ClothError::Factorization(
                         "matrix is not positive definite".into(),
@@ -325,11 +325,11 @@ impl NumericFactor {
                 let lj = &upto[oj..];
                 for i in j + 1..w {
                     let oi = i * (i - 1) / 2 - (oj + j);
-                    let d = dot(&after[oi..oi + j], lj);
+                    let d = dot::<f64, false>(&after[oi..oi + j], lj);
                     after[oi + j] = (after[oi + j] - d) / ljj;
                 }
                 for row in rect.chunks_exact_mut(w) {
-                    let d = dot(&row[..j], lj);
+                    let d = dot::<f64, false>(&row[..j], lj);
                     row[j] = (row[j] - d) / ljj;
                 }
             }
@@ -365,11 +365,11 @@ impl NumericFactor {
                 for bb in b..g1 {
                     let lb = &rect[bb * w..(bb + 1) * w];
                     let r = row(rows, bb);
-                    diag[r] -= dot(lb, lb);
+                    diag[r] -= dot::<f64, false>(lb, lb);
                     let col = r - t0;
                     for (a, &at) in map.iter().enumerate().skip(bb - b + 1) {
                         let la = &rect[(b + a) * w..(b + a + 1) * w];
-                        later[at + col] -= dot(la, lb);
+                        later[at + col] -= dot::<f64, false>(la, lb);
                     }
                 }
                 b = g1;
@@ -383,28 +383,57 @@ impl NumericFactor {
     }
 
     /// Solves `P A P^T y = b` in place for three right-hand sides at once (x, y, z of each row),
-    /// with `b` already in the factor's ordering ([`SymbolicFactor::perm`]). One forward sweep
+    /// with `b` already in the factor's ordering ([`SymbolicFactor::perm`]), through `lanes` (at
+    /// least as long as `b`). One forward sweep
     /// over the supernodes of `L`, one backward sweep over the same data: the factor is
     /// streamed twice, each nonzero doing three multiply-adds.
-    pub fn solve_permuted(&self, symbolic: &SymbolicFactor, b: &mut [DVec3]) {
-        self.sweep(symbolic, b);
+    pub fn solve_permuted(&self, symbolic: &SymbolicFactor, b: &mut [DVec3], lanes: &mut [Lane4]) {
+        let lanes = &mut lanes[..b.len()];
+        for (l, v) in lanes.iter_mut().zip(b.iter()) {
+            *l = Lane4::from_vec(*v);
+        }
+        self.solve_lanes(symbolic, lanes);
+        for (v, l) in b.iter_mut().zip(lanes.iter()) {
+            *v = l.vec();
+        }
+    }
+
+    /// [`Self::solve_permuted`] on rows already padded to four lanes: with AVX2 and FMA (checked
+    /// at run time) each multiply-add is one 256-bit fused operation for x, y and z.
+    #[allow(unsafe_code)]
+    pub fn solve_lanes(&self, symbolic: &SymbolicFactor, b: &mut [Lane4]) {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            // SAFETY: `sweep_fused` only differs from the portable sweep by being compiled for
+            // AVX2 and FMA, and the CPU was found to support both just above.
+            unsafe { self.sweep_fused(symbolic, b) };
+            return;
+        }
+        self.sweep::<Lane4, false>(symbolic, b);
+    }
+
+    /// The sweeps on padded lanes with fused multiply-adds, compiled for AVX2 and FMA.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    fn sweep_fused(&self, symbolic: &SymbolicFactor, b: &mut [Lane4]) {
+        self.sweep::<Lane4, true>(symbolic, b);
     }
 
     /// [`Self::solve_permuted`] for one scalar right-hand side.
     pub fn solve_scalar_permuted(&self, symbolic: &SymbolicFactor, b: &mut [f64]) {
-        self.sweep(symbolic, b);
+        self.sweep::<f64, false>(symbolic, b);
     }
 
     /// Forward then backward substitution with `L`, for any right-hand-side element type.
-    #[inline]
-    fn sweep<T>(&self, symbolic: &SymbolicFactor, b: &mut [T])
+    #[inline(always)]
+    fn sweep<T, const FUSED: bool>(&self, symbolic: &SymbolicFactor, b: &mut [T])
     where
-        T: Copy + Default + Add<Output = T> + Sub<Output = T> + Mul<f64, Output = T>,
-        f64: Mul<T, Output = T>,
+        T: Elem,
     {
         match &symbolic.sn_rows {
-            Rows::Narrow(rows) => self.sweep_with(symbolic, rows, b),
-            Rows::Wide(rows) => self.sweep_with(symbolic, rows, b),
+            Rows::Narrow(rows) => self.sweep_with::<T, u16, FUSED>(symbolic, rows, b),
+            Rows::Wide(rows) => self.sweep_with::<T, u32, FUSED>(symbolic, rows, b),
         }
     }
 
@@ -413,11 +442,10 @@ impl NumericFactor {
     /// each row below adds its multiple into the block's right-hand side and the diagonal block
     /// is solved by rows. Each row index is read once per supernode and every inner loop runs
     /// over contiguous values and right-hand sides.
-    #[inline]
-    fn sweep_with<T, R>(&self, sym: &SymbolicFactor, rows: &[R], b: &mut [T])
+    #[inline(always)]
+    fn sweep_with<T, R, const FUSED: bool>(&self, sym: &SymbolicFactor, rows: &[R], b: &mut [T])
     where
-        T: Copy + Default + Add<Output = T> + Sub<Output = T> + Mul<f64, Output = T>,
-        f64: Mul<T, Output = T>,
+        T: Elem,
         R: Copy + Into<u32>,
     {
         let (inv, vals) = (&self.inv_diag, &self.off_vals);
@@ -438,12 +466,8 @@ impl NumericFactor {
             let y = &mut head[c0..];
             let mut o = 0;
             for i in 0..w {
-                let mut acc = y[i];
-                for (&l, &yj) in diag[o..o + i].iter().zip(&y[..i]) {
-                    acc = acc - l * yj;
-                }
+                y[i] = (y[i] - dot::<T, FUSED>(&diag[o..o + i], &y[..i])) * inv[c0 + i];
                 o += i;
-                y[i] = acc * inv[c0 + i];
             }
             // Four rows at a time, sharing each load of y.
             let (quads, rest) = below.as_chunks::<4>();
@@ -452,7 +476,7 @@ impl NumericFactor {
                 let mut acc = [T::default(); 4];
                 for (j, &yj) in y.iter().enumerate() {
                     for (k, a) in acc.iter_mut().enumerate() {
-                        *a = *a + block[k * w + j] * yj;
+                        *a = T::madd::<FUSED>(*a, block[k * w + j], yj);
                     }
                 }
                 for (k, &r) in rs.iter().enumerate() {
@@ -463,7 +487,7 @@ impl NumericFactor {
             let done = 4 * quads.len();
             for (&r, row) in rest.iter().zip(rect[done * w..].chunks_exact(w)) {
                 let r = r.into() as usize - c1;
-                tail[r] = tail[r] - dot(row, y);
+                tail[r] = tail[r] - dot::<T, FUSED>(row, y);
             }
         }
         // L^T x = y
@@ -480,7 +504,7 @@ impl NumericFactor {
                     let xr = tail[r.into() as usize - c1];
                     let l = &rect[k * w + j..k * w + j + 4];
                     for q in 0..4 {
-                        acc[q] = acc[q] + l[q] * xr;
+                        acc[q] = T::madd::<FUSED>(acc[q], l[q], xr);
                     }
                 }
                 for q in 0..4 {
@@ -489,21 +513,31 @@ impl NumericFactor {
                 j += 4;
             }
             for j in j..w {
-                let mut acc = T::default();
-                for (k, &r) in below.iter().enumerate() {
-                    acc = acc + rect[k * w + j] * tail[r.into() as usize - c1];
+                // Four partial sums over the rows, so the multiply-adds do not wait on each other.
+                let mut acc = [T::default(); 4];
+                let (quads, rest) = below.as_chunks::<4>();
+                for (q, rs) in quads.iter().enumerate() {
+                    for (k, &r) in rs.iter().enumerate() {
+                        let l = rect[(4 * q + k) * w + j];
+                        acc[k] = T::madd::<FUSED>(acc[k], l, tail[r.into() as usize - c1]);
+                    }
                 }
-                x[j] = x[j] - acc;
+                let done = 4 * quads.len();
+                for (k, &r) in rest.iter().enumerate() {
+                    let l = rect[(done + k) * w + j];
+                    acc[k] = T::madd::<FUSED>(acc[k], l, tail[r.into() as usize - c1]);
+                }
+                x[j] = x[j] - ((acc[0] + acc[1]) + (acc[2] + acc[3]));
             }
+            // Right-looking: once x_i is final, row i of the packed block (contiguous) updates
+            // every earlier entry, and the only dependence chain is one multiply-add per row.
             for i in (0..w).rev() {
-                // Column i of the packed rows: L_ki sits at k (k - 1) / 2 + i.
-                let mut acc = T::default();
-                let mut o = (i + 1) * i / 2 + i;
-                for (k, &xk) in x.iter().enumerate().skip(i + 1) {
-                    acc = acc + diag[o] * xk;
-                    o += k;
+                let xi = x[i] * inv[c0 + i];
+                x[i] = xi;
+                let row = &diag[i * (i.max(1) - 1) / 2..][..i];
+                for (xj, &l) in x[..i].iter_mut().zip(row) {
+                    *xj = T::madd::<FUSED>(*xj, -l, xi);
                 }
-                x[i] = (x[i] - acc) * inv[c0 + i];
             }
         }
     }
@@ -553,18 +587,95 @@ impl NumericFactor {
     }
 }
 
+/// x, y and z of one right-hand-side row padded to four lanes, so that one 256-bit operation
+/// serves all three (see [`NumericFactor::solve_lanes`]).
+#[derive(Clone, Copy, Default, Debug, PartialEq)]
+#[repr(C, align(32))]
+pub(crate) struct Lane4(pub [f64; 4]);
+
+impl Lane4 {
+    /// `v` in the first three lanes.
+    #[inline(always)]
+    pub fn from_vec(v: DVec3) -> Self {
+        Self([v.x, v.y, v.z, 0.0])
+    }
+
+    /// The first three lanes.
+    #[inline(always)]
+    pub fn vec(self) -> DVec3 {
+        DVec3::new(self.0[0], self.0[1], self.0[2])
+    }
+}
+
+impl Add for Lane4 {
+    type Output = Lane4;
+    #[inline(always)]
+    fn add(self, o: Lane4) -> Lane4 {
+        Lane4(std::array::from_fn(|k| self.0[k] + o.0[k]))
+    }
+}
+
+impl Sub for Lane4 {
+    type Output = Lane4;
+    #[inline(always)]
+    fn sub(self, o: Lane4) -> Lane4 {
+        Lane4(std::array::from_fn(|k| self.0[k] - o.0[k]))
+    }
+}
+
+impl Mul<f64> for Lane4 {
+    type Output = Lane4;
+    #[inline(always)]
+    fn mul(self, s: f64) -> Lane4 {
+        Lane4(std::array::from_fn(|k| self.0[k] * s))
+    }
+}
+
+/// A right-hand-side element of the sweeps: a scalar, a 3-vector or padded lanes.
+pub(crate) trait Elem:
+    Copy + Default + Add<Output = Self> + Sub<Output = Self> + Mul<f64, Output = Self>
+{
+    /// `acc + l * y`, rounded once where `FUSED` and the type supports it.
+    fn madd<const FUSED: bool>(acc: Self, l: f64, y: Self) -> Self;
+}
+
+impl Elem for f64 {
+    #[inline(always)]
+    fn madd<const FUSED: bool>(acc: f64, l: f64, y: f64) -> f64 {
+        acc + l * y
+    }
+}
+
+impl Elem for DVec3 {
+    #[inline(always)]
+    fn madd<const FUSED: bool>(acc: DVec3, l: f64, y: DVec3) -> DVec3 {
+        acc + l * y
+    }
+}
+
+impl Elem for Lane4 {
+    #[inline(always)]
+    fn madd<const FUSED: bool>(acc: Lane4, l: f64, y: Lane4) -> Lane4 {
+        if FUSED {
+            // Only instantiated inside `sweep_fused`, compiled with FMA: one instruction.
+            Lane4(std::array::from_fn(|k| l.mul_add(y.0[k], acc.0[k])))
+        } else {
+            Lane4(std::array::from_fn(|k| acc.0[k] + l * y.0[k]))
+        }
+    }
+}
+
 /// `sum_j row[j] * y[j]` with four partial sums, so that the multiply-adds of a long row do not
 /// wait on one another.
-#[inline]
-fn dot<T>(row: &[f64], y: &[T]) -> T
+#[inline(always)]
+fn dot<T, const FUSED: bool>(row: &[f64], y: &[T]) -> T
 where
-    T: Copy + Default + Add<Output = T>,
-    f64: Mul<T, Output = T>,
+    T: Elem,
 {
     if row.len() < 4 {
         let mut acc = T::default();
         for (&r, &y) in row.iter().zip(y) {
-            acc = acc + r * y;
+            acc = T::madd::<FUSED>(acc, r, y);
         }
         return acc;
     }
@@ -573,12 +684,12 @@ where
     let (yc, yr) = y[..row.len()].as_chunks::<4>();
     for (r, y) in rc.iter().zip(yc) {
         for k in 0..4 {
-            acc[k] = acc[k] + r[k] * y[k];
+            acc[k] = T::madd::<FUSED>(acc[k], r[k], y[k]);
         }
     }
     let mut tail = T::default();
     for (&r, &y) in rr.iter().zip(yr) {
-        tail = tail + r * y;
+        tail = T::madd::<FUSED>(tail, r, y);
     }
     (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
 }
@@ -704,7 +815,7 @@ mod tests {
         };
         let mut b: Vec<DVec3> = s.perm().iter().map(|&r| ax(r as usize)).collect();
         let mut bz: Vec<f64> = b.iter().map(|v| v.z).collect();
-        f.solve_permuted(&s, &mut b);
+        f.solve_permuted(&s, &mut b, &mut vec![Lane4::default(); b.len()]);
         f.solve_scalar_permuted(&s, &mut bz);
         for (k, &r) in s.perm().iter().enumerate() {
             let want = x[r as usize];
@@ -768,3 +879,4 @@ mod tests {
         assert_solves_reproduce(&m, &x);
     }
 }
+

@@ -39,7 +39,7 @@
 //! equilibrium by Newton's method: pre-settling and converged references).
 
 #![warn(missing_docs)]
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub mod aero;
 pub mod attachment;

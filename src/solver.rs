@@ -18,7 +18,7 @@
 use glam::DVec3;
 
 use crate::collision::ContactPass;
-use crate::factor::{NumericFactor, SymbolicFactor};
+use crate::factor::{Lane4, NumericFactor, SymbolicFactor};
 use crate::integrator::Scheme;
 use crate::model::{ClothModel, SolverMethod};
 
@@ -48,8 +48,8 @@ pub(crate) struct Scratch {
     pub curved: Vec<DVec3>,
     /// Energy per curved bending row.
     pub curved_energy: Vec<f64>,
-    /// Right-hand side / solution in the factor's ordering.
-    pub solve: Vec<DVec3>,
+    /// Right-hand side / solution in the factor's ordering, padded for the solve.
+    pub solve: Vec<Lane4>,
     /// Local origin of the linear algebra this substep (see [`solve_substep`]).
     pub origin: DVec3,
     /// L-BFGS vectors over the free nodes in the factor's ordering.
@@ -114,7 +114,7 @@ impl Scratch {
         self.spring_energy.resize(sp, 0.0);
         self.curved.resize(c, DVec3::ZERO);
         self.curved_energy.resize(c, 0.0);
-        self.solve.resize(model.free_nodes.len(), DVec3::ZERO);
+        self.solve.resize(model.free_nodes.len(), Lane4::default());
         let history = match model.settings.method {
             SolverMethod::Lbfgs { history } => history as usize,
             SolverMethod::LocalGlobal => 0,
@@ -510,11 +510,11 @@ fn local_global(
     for _ in 0..iterations {
         project_and_assemble(model, x, scratch);
         for (b, &node) in scratch.solve.iter_mut().zip(&model.solve_order) {
-            *b = scratch.rhs[node as usize];
+            *b = Lane4::from_vec(scratch.rhs[node as usize]);
         }
-        factor.solve_permuted(symbolic, &mut scratch.solve);
+        factor.solve_lanes(symbolic, &mut scratch.solve);
         for (b, &node) in scratch.solve.iter().zip(&model.solve_order) {
-            x[node as usize] = *b + scratch.origin;
+            x[node as usize] = b.vec() + scratch.origin;
         }
         if contact.pass.active() {
             coupled_contact(model, symbolic, factor, scheme, x, contact);
@@ -623,7 +623,7 @@ fn lbfgs(
                 *d -= a * *y;
             }
         }
-        factor.solve_permuted(symbolic, &mut lb.d);
+        factor.solve_permuted(symbolic, &mut lb.d, &mut scratch.solve);
         for k in (0..lb.len).rev() {
             let j = (lb.newest + m - k) % m;
             let b = lb.alpha[j] - lb.rho[j] * dot(&lb.y[j], &lb.d);
@@ -639,7 +639,7 @@ fn lbfgs(
             // Not a descent direction (curvature pairs gone stale): fall back to local-global.
             lb.len = 0;
             lb.d.copy_from_slice(&lb.g);
-            factor.solve_permuted(symbolic, &mut lb.d);
+            factor.solve_permuted(symbolic, &mut lb.d, &mut scratch.solve);
             for d in lb.d.iter_mut() {
                 *d = -*d;
             }

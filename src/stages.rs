@@ -8,13 +8,14 @@ use crate::cloth::Cloth;
 use crate::integrator::Scheme;
 use crate::model::ClothModel;
 use crate::solver::Scratch;
+use crate::factor::Lane4;
 
 /// One cloth's model with a workspace, at the cloth's current positions.
 pub struct Stages {
     model: std::sync::Arc<ClothModel>,
     x: Vec<DVec3>,
     scratch: Scratch,
-    rhs: Vec<DVec3>,
+    rhs: Vec<Lane4>,
 }
 
 impl Stages {
@@ -26,7 +27,7 @@ impl Stages {
             .positions()
             .iter()
             .take(model.free_nodes.len())
-            .copied()
+            .map(|&p| Lane4::from_vec(p))
             .collect();
         Self {
             x: cloth.positions().to_vec(),
@@ -50,7 +51,7 @@ impl Stages {
         ) else {
             return;
         };
-        factor.solve_permuted(symbolic, &mut self.rhs);
+        factor.solve_lanes(symbolic, &mut self.rhs);
     }
 
     /// Reads the BDF2 factor's values and row indices once forward and once backward, with one
