@@ -815,7 +815,8 @@ mod tests {
         };
         let mut b: Vec<DVec3> = s.perm().iter().map(|&r| ax(r as usize)).collect();
         let mut bz: Vec<f64> = b.iter().map(|v| v.z).collect();
-        f.solve_permuted(&s, &mut b, &mut vec![Lane4::default(); b.len()]);
+        let mut lanes = vec![Lane4::default(); b.len()];
+        f.solve_permuted(&s, &mut b, &mut lanes);
         f.solve_scalar_permuted(&s, &mut bz);
         for (k, &r) in s.perm().iter().enumerate() {
             let want = x[r as usize];

@@ -285,7 +285,7 @@ impl ClothModel {
 
         let schemes: &[Scheme] = match settings.integrator {
             Integrator::BackwardEuler => &[Scheme::BackwardEuler],
-            Integrator::Bdf2 => &[Scheme::BackwardEuler, Scheme::Bdf2],
+            Integrator::Bdf2 => &[Scheme::Bdf2],
         };
         let h = settings.substep();
         let (symbolic, factors) = if nf == 0 {
