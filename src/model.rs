@@ -151,6 +151,8 @@ pub struct ModelStats {
     pub factor_bytes: usize,
     /// Seconds spent assembling and factoring.
     pub build_seconds: f64,
+    /// Of which the factorisation: ordering and symbolic analysis, then the numeric factor.
+    pub factor_seconds: f64,
 }
 
 /// Free-to-pinned coupling rows `-S_FP`, applied to pin positions every substep.
@@ -288,6 +290,7 @@ impl ClothModel {
             Integrator::Bdf2 => &[Scheme::Bdf2],
         };
         let h = settings.substep();
+        let factor_start = std::time::Instant::now();
         let (symbolic, factors) = if nf == 0 {
             (None, Vec::new())
         } else {
@@ -310,6 +313,7 @@ impl ClothModel {
             (Some(symbolic), factors)
         };
 
+        let factor_seconds = factor_start.elapsed().as_secs_f64();
         let solve_order: Vec<u32> = match &symbolic {
             Some(s) => s.perm().iter().map(|&i| free_nodes[i as usize]).collect(),
             None => Vec::new(),
@@ -352,6 +356,7 @@ impl ClothModel {
             factor_nnz: symbolic.as_ref().map_or(0, |s| s.factor_nnz()),
             factor_bytes: factors.iter().map(|f| f.numeric.bytes()).sum(),
             build_seconds: start.elapsed().as_secs_f64(),
+            factor_seconds,
         };
         let mut pinned_mask = vec![false; n];
         for &p in &pins {
