@@ -6,7 +6,7 @@
 //! minus one: 0 for an inextensible sheet, 0.24 for one hanging 24 % longer than its rest length.
 //!
 //! Memory is measured with a counting allocator (live heap bytes): `model_bytes` is what the
-//! shared prepared form holds (mesh, terms, matrices, both factors), `instance_bytes` what one
+//! shared prepared form holds (mesh, terms, matrices, the factor), `instance_bytes` what one
 //! cloth of it adds after a second of stepping (state, pins, workspace), and
 //! `further_instance_bytes` what a second cloth of the same model adds.
 //!

@@ -12,7 +12,8 @@
 //! already in it), then its rows below send their pairwise dot products to the supernodes that
 //! own those rows' columns. It matches faer's simplicial factor to 1e-12 (tested) and needs no
 //! buffers beyond the factor itself. The 2,025-node sheet, per factor: faer simplicial 2.6 ms,
-//! ours 1.56 ms (model build 9.2 -> 7.6 ms, two factors). faer's own supernodal factorisation
+//! ours 1.56 ms (model build 9.2 -> 7.6 ms, then two factors; one since BDF2 starts without a
+//! backward-Euler step: 6.2 ms). faer's own supernodal factorisation
 //! built that model in 5.4 ms but left 67 MB more live heap after the build (the dense kernels'
 //! buffers): not taken for a game component.
 //!
@@ -25,8 +26,9 @@
 //! are added: the layout holds exactly the nonzeros of `L`. [`NumericFactor::solve_permuted`]
 //! sweeps it with x, y and z together; the rows below a supernode go four at a time forward
 //! (sharing each load of the block's solution) and the columns four at a time backward (sums in
-//! registers, no stores in the inner loop). The caller gathers the right-hand side directly in
-//! the factor's ordering, so a solve allocates nothing and copies nothing.
+//! registers, no stores in the inner loop). Local-global gathers its right-hand side straight
+//! into padded lanes in the factor's ordering; L-BFGS copies its direction in and out. No solve
+//! allocates.
 //!
 //! On the 2,025-node sheet, 105,411 nonzeros fall into 849 supernodes; 82 % of the nonzeros
 //! sit in supernodes at least 8 columns wide (nonzero-weighted mean width 36). Measured with
@@ -41,12 +43,33 @@
 //! | 31,329 | 6.7 ms | 4.0 ms | 106 ms | 83 ms |
 //!
 //! The streaming floor fell with the index traffic (2,025 nodes: 2.12 -> 1.78 MB per solve,
-//! 23 -> 15.6 us), so the solve is now 6.5x its floor: it is bound by the dependent
-//! multiply-adds of the diagonal blocks and the small supernodes, not by memory traffic. Not
-//! kept, with the earlier column layout:
+//! 23 -> 15.6 us). That solve did 632,000 multiply-adds (x, y and z of every nonzero, both
+//! sweeps) as SSE2 pairs plus a scalar z, and compiling it for the host CPU changed nothing. Two
+//! changes were needed together. The right-hand side now travels as [`Lane4`] (x, y, z and a
+//! zero lane) and, where the CPU has AVX2 and FMA (detected at run time; the crate's one
+//! `unsafe` call), the sweeps run in a copy compiled for them: one fused 256-bit multiply-add per
+//! nonzero. Alone that gave 103 against 106 us: the time was in dependence chains. The diagonal
+//! blocks were solved with one running sum per row (forward) and per column (backward), a chain
+//! of up to `w` multiply-adds, and the width-1 supernodes' backward sums likewise. Forward rows
+//! now use four partial sums, backward diagonal blocks go right-looking (row `i` of the packed
+//! block, contiguous, updates every earlier entry once `x_i` is final), and
+//! single-column sums use four partial sums. Same run, one core, before and after these
+//! changes (the models after also hold one factor instead of two; only the first step used the
+//! backward-Euler one):
+//!
+//! | nodes | solve before | solve after | frame before | frame after |
+//! |---|---|---|---|---|
+//! | 529 | 18.7 us | 14.7 us | 0.548 ms | 0.513 ms |
+//! | 2,025 | 102.5 us | 78.3 us | 2.51 ms | 2.28 ms |
+//! | 7,921 | 568 us | 429 us | 11.8 ms | 10.7 ms |
+//! | 31,329 | 3.87 ms | 2.89 ms | 83.6 ms | 73.5 ms |
+//!
+//! The 2,025-node solve is 5.1x its streaming floor (15.3 us). On a CPU without AVX2 and FMA
+//! the same lanes run as SSE2 pairs, and results differ from an FMA machine's in the last bits
+//! (each machine is deterministic on its own). Not kept, with the earlier column layout:
 //! - a padded 4-wide right-hand side for paired SSE2 arithmetic (155 us against 117);
 //! - fused multiply-adds behind run-time FMA detection (156 us: the fused operation's longer
-//!   latency sits on the dependence chains);
+//!   latency sits on the dependence chains, which the changes above have since shortened);
 //! - two or four partial sums per column in the backward sweep (the frame moved by less than
 //!   its 10 % spread from code layout alone).
 
@@ -880,4 +903,3 @@ mod tests {
         assert_solves_reproduce(&m, &x);
     }
 }
-

@@ -5,10 +5,10 @@
 use glam::DVec3;
 
 use crate::cloth::Cloth;
+use crate::factor::Lane4;
 use crate::integrator::Scheme;
 use crate::model::ClothModel;
 use crate::solver::Scratch;
-use crate::factor::Lane4;
 
 /// One cloth's model with a workspace, at the cloth's current positions.
 pub struct Stages {
