@@ -557,7 +557,7 @@ impl NumericFactor {
             for i in (0..w).rev() {
                 let xi = x[i] * inv[c0 + i];
                 x[i] = xi;
-                let row = &diag[i * (i.max(1) - 1) / 2..][..i];
+                let row = &diag[i * i.saturating_sub(1) / 2..][..i];
                 for (xj, &l) in x[..i].iter_mut().zip(row) {
                     *xj = T::madd::<FUSED>(*xj, -l, xi);
                 }
@@ -654,7 +654,7 @@ impl Mul<f64> for Lane4 {
     }
 }
 
-/// A right-hand-side element of the sweeps: a scalar, a 3-vector or padded lanes.
+/// A right-hand-side element of the sweeps: a scalar or padded lanes.
 pub(crate) trait Elem:
     Copy + Default + Add<Output = Self> + Sub<Output = Self> + Mul<f64, Output = Self>
 {
@@ -665,13 +665,6 @@ pub(crate) trait Elem:
 impl Elem for f64 {
     #[inline(always)]
     fn madd<const FUSED: bool>(acc: f64, l: f64, y: f64) -> f64 {
-        acc + l * y
-    }
-}
-
-impl Elem for DVec3 {
-    #[inline(always)]
-    fn madd<const FUSED: bool>(acc: DVec3, l: f64, y: DVec3) -> DVec3 {
         acc + l * y
     }
 }
