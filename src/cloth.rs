@@ -18,7 +18,7 @@ use crate::aero::Aerodynamics;
 use crate::collision::{ColliderSet, ContactSettings, Pose};
 use crate::equilibrium::{RelaxReport, relax};
 use crate::error::ClothError;
-use crate::integrator::{History, Integrator, Scheme, predict, velocity};
+use crate::integrator::{History, Scheme, predict, velocity};
 use crate::measures::{Measures, measure};
 use crate::mesh::ClothMesh;
 use crate::model::{ClothModel, SolverSettings};
@@ -490,26 +490,21 @@ impl Cloth {
         let model = &*self.model;
         let h = model.settings.substep();
         let st = &mut self.state;
-        let scheme = match model.settings.integrator {
-            Integrator::BackwardEuler => Scheme::BackwardEuler,
-            Integrator::Bdf2 => {
-                if !st.has_history {
-                    // No history yet (a new cloth, a reset, a recovery): BDF2 from the past of a
-                    // free fall, x_{n-1} = x_n - h v_n + h^2 g / 2 and v_{n-1} = v_n - h g, which
-                    // makes the first step exact for a released or thrown cloth (a
-                    // constant-velocity past would give it only 2/3 of gravity's impulse, a lag
-                    // that never closes). A backward-Euler first step would need a second factor
-                    // (another h~): 824 KiB and 1.5 ms of build on the 2,025-node sheet.
-                    let g = self.settings.gravity;
-                    for i in 0..st.positions.len() {
-                        let v = st.velocities[i];
-                        st.prev_velocities[i] = v - h * g;
-                        st.prev_positions[i] = st.positions[i] - h * v + 0.5 * h * h * g;
-                    }
-                }
-                Scheme::Bdf2
+        let scheme = model.scheme();
+        if scheme == Scheme::Bdf2 && !st.has_history {
+            // No history yet (a new cloth, a reset, a recovery): BDF2 from the past of a free
+            // fall, x_{n-1} = x_n - h v_n + h^2 g / 2 and v_{n-1} = v_n - h g, which makes the
+            // first step exact for a released or thrown cloth (a constant-velocity past would
+            // give it only 2/3 of gravity's impulse, a lag that never closes). A backward-Euler
+            // first step would need a second factor (another h~): 824 KiB and 1.5 ms of build on
+            // the 2,025-node sheet.
+            let g = self.settings.gravity;
+            for i in 0..st.positions.len() {
+                let v = st.velocities[i];
+                st.prev_velocities[i] = v - h * g;
+                st.prev_positions[i] = st.positions[i] - h * v + 0.5 * h * h * g;
             }
-        };
+        }
         // Air: per-node accelerations from this substep's start state.
         let air = self.aero.active();
         if air {
@@ -558,7 +553,6 @@ impl Cloth {
         );
         solve_substep(
             model,
-            scheme,
             self.settings.iterations,
             &mut ws.x_new,
             &mut ws.scratch,

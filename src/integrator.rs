@@ -6,8 +6,9 @@
 //!   `h~ = 2h/3`, `v_{n+1} = (3/2 x_{n+1} - 2 x_n + 1/2 x_{n-1}) / h`. About ten times less
 //!   numerical damping than backward Euler (English and Bridson 2008, section 5).
 //! * **Backward Euler**: `x~ = x_n + h v_n + h^2 a`, `h~ = h`, `v_{n+1} = (x_{n+1} - x_n) / h`.
-//!   Selectable on its own. BDF2's first step (no history yet) runs from a constant-velocity
-//!   past, `x_{n-1} = x_n - h v_n`, `v_{n-1} = v_n`, so a model needs only the BDF2 factor.
+//!   Selectable on its own. BDF2's first step (no history yet) runs from the past of a free
+//!   fall, `x_{n-1} = x_n - h v_n + h^2 g / 2`, `v_{n-1} = v_n - h g`, so a model needs only the
+//!   BDF2 factor.
 
 use glam::DVec3;
 use serde::{Deserialize, Serialize};
@@ -18,7 +19,7 @@ pub enum Integrator {
     /// Backward Euler: strongly damped, one step of history.
     BackwardEuler,
     /// Second-order backward differentiation (the default): little damping, stiffly stable.
-    /// Its first step, and the first after a reset, starts from a constant-velocity past.
+    /// Its first step, and the first after a reset, starts from the past of a free fall.
     #[default]
     Bdf2,
 }

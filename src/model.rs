@@ -147,7 +147,7 @@ pub struct ModelStats {
     pub matrix_nnz: usize,
     /// Nonzeros of one Cholesky factor `L`.
     pub factor_nnz: usize,
-    /// Bytes held by the numeric factors.
+    /// Bytes held by the numeric factor.
     pub factor_bytes: usize,
     /// Seconds spent assembling and factoring.
     pub build_seconds: f64,
@@ -162,13 +162,6 @@ pub(crate) struct PinCoupling {
     pub row_ptr: Vec<u32>,
     pub pins: Vec<u32>,
     pub vals: Vec<f64>,
-}
-
-/// Factor of the free-free system matrix for one scheme.
-#[derive(Debug)]
-pub(crate) struct SchemeFactor {
-    pub scheme: Scheme,
-    pub numeric: NumericFactor,
 }
 
 /// The immutable prepared form of a cloth. See the module docs.
@@ -191,14 +184,15 @@ pub struct ClothModel {
     pub(crate) stiffness_perm: CsrMatrix,
     pub(crate) coupling: PinCoupling,
     pub(crate) symbolic: Option<SymbolicFactor>,
-    pub(crate) factors: Vec<SchemeFactor>,
+    /// Factor of `M / h~^2 + S_FF` for the integrator's scheme (none when every node is pinned).
+    pub(crate) factor: Option<NumericFactor>,
     pub(crate) stats: ModelStats,
 }
 
 impl ClothModel {
     /// Prepares a model: validates the settings, assembles `M/h~^2 + sum_c w_c A_c^T A_c` over the
-    /// free nodes, and factors it once (symbolic, then numeric for each scheme the integrator
-    /// needs). `pins` are node indices held by targets (see [`ClothMesh::nodes_for_vertices`]).
+    /// free nodes, and factors it once (symbolic, then numeric for the integrator's
+    /// scheme). `pins` are node indices held by targets (see [`ClothMesh::nodes_for_vertices`]).
     pub fn new(
         mesh: Arc<ClothMesh>,
         material: Material,
@@ -285,32 +279,23 @@ impl ClothModel {
             coupling.row_ptr.push(coupling.pins.len() as u32);
         }
 
-        let schemes: &[Scheme] = match settings.integrator {
-            Integrator::BackwardEuler => &[Scheme::BackwardEuler],
-            Integrator::Bdf2 => &[Scheme::Bdf2],
-        };
         let h = settings.substep();
         let factor_start = std::time::Instant::now();
-        let (symbolic, factors) = if nf == 0 {
-            (None, Vec::new())
+        let (symbolic, factor) = if nf == 0 {
+            (None, None)
         } else {
-            let symbolic = SymbolicFactor::analyze(&base)?;
-            let mut factors = Vec::new();
-            for &scheme in schemes {
-                let ht = scheme.effective_step(h);
-                let mut k = base.clone();
-                for (fi, &node) in free_nodes.iter().enumerate() {
-                    let (cols, _) = k.row(fi);
-                    let d = cols.binary_search(&(fi as u32)).unwrap_or(0);
-                    let at = k.row_ptr[fi] as usize + d;
-                    k.vals[at] += masses[node as usize] / (ht * ht);
-                }
-                let numeric = NumericFactor::factorize(&symbolic, &k)?;
-                factors.push(SchemeFactor { scheme, numeric });
+            let mut symbolic = SymbolicFactor::analyze(&base)?;
+            let ht = scheme_of(settings.integrator).effective_step(h);
+            let mut k = base.clone();
+            for (fi, &node) in free_nodes.iter().enumerate() {
+                let (cols, _) = k.row(fi);
+                let d = cols.binary_search(&(fi as u32)).unwrap_or(0);
+                let at = k.row_ptr[fi] as usize + d;
+                k.vals[at] += masses[node as usize] / (ht * ht);
             }
-            let mut symbolic = symbolic;
+            let numeric = NumericFactor::factorize(&symbolic, &k)?;
             symbolic.release_analysis();
-            (Some(symbolic), factors)
+            (Some(symbolic), Some(numeric))
         };
 
         let factor_seconds = factor_start.elapsed().as_secs_f64();
@@ -354,7 +339,7 @@ impl ClothModel {
             free_nodes: nf,
             matrix_nnz: base.nnz(),
             factor_nnz: symbolic.as_ref().map_or(0, |s| s.factor_nnz()),
-            factor_bytes: factors.iter().map(|f| f.numeric.bytes()).sum(),
+            factor_bytes: factor.as_ref().map_or(0, |f| f.bytes()),
             build_seconds: start.elapsed().as_secs_f64(),
             factor_seconds,
         };
@@ -376,7 +361,7 @@ impl ClothModel {
             stiffness_perm,
             coupling,
             symbolic,
-            factors,
+            factor,
             stats,
         }))
     }
@@ -417,10 +402,17 @@ impl ClothModel {
         &self.stats
     }
 
-    pub(crate) fn factor(&self, scheme: Scheme) -> Option<&NumericFactor> {
-        self.factors
-            .iter()
-            .find(|f| f.scheme == scheme)
-            .map(|f| &f.numeric)
+    /// The scheme every substep solves with (the factor's `h~`).
+    pub(crate) fn scheme(&self) -> Scheme {
+        scheme_of(self.settings.integrator)
+    }
+}
+
+/// The scheme, and so the factored matrix, of an integrator: BDF2 runs every step as BDF2, its
+/// first from a free-fall past (see [`crate::cloth`]).
+fn scheme_of(integrator: Integrator) -> Scheme {
+    match integrator {
+        Integrator::BackwardEuler => Scheme::BackwardEuler,
+        Integrator::Bdf2 => Scheme::Bdf2,
     }
 }

@@ -28,7 +28,6 @@ use glam::DVec3;
 
 use crate::collision::ContactPass;
 use crate::factor::{Lane4, NumericFactor, SymbolicFactor};
-use crate::integrator::Scheme;
 use crate::model::{ClothModel, SolverMethod};
 
 /// Most halvings of the step in one line search.
@@ -146,17 +145,16 @@ impl Scratch {
 /// positions at the start of the substep) and a last pass applies friction.
 pub(crate) fn solve_substep(
     model: &ClothModel,
-    scheme: Scheme,
     iterations: u32,
     x: &mut [DVec3],
     scratch: &mut Scratch,
     contact: &mut Contact<'_>,
 ) {
-    let (Some(symbolic), Some(factor)) = (model.symbolic.as_ref(), model.factor(scheme)) else {
+    let (Some(symbolic), Some(factor)) = (model.symbolic.as_ref(), model.factor.as_ref()) else {
         return; // every node pinned: nothing to solve
     };
     let h = model.settings.substep();
-    let ht = scheme.effective_step(h);
+    let ht = model.scheme().effective_step(h);
     let inv_ht2 = 1.0 / (ht * ht);
 
     // The linear algebra runs relative to a point on the cloth: every term depends on
@@ -173,11 +171,11 @@ pub(crate) fn solve_substep(
     scratch.x_tilde = x_tilde;
 
     match model.settings.method {
-        SolverMethod::LocalGlobal => local_global(
-            model, symbolic, factor, scheme, iterations, x, scratch, contact,
-        ),
+        SolverMethod::LocalGlobal => {
+            local_global(model, symbolic, factor, iterations, x, scratch, contact)
+        }
         SolverMethod::Lbfgs { .. } => lbfgs(
-            model, symbolic, factor, scheme, inv_ht2, iterations, x, scratch, contact,
+            model, symbolic, factor, inv_ht2, iterations, x, scratch, contact,
         ),
     }
     if contact.pass.active() {
@@ -238,8 +236,8 @@ pub(crate) struct Contact<'a> {
 /// the factor's ordering, for the factor they were computed with) and the dense Schur system.
 #[derive(Debug, Default)]
 pub(crate) struct ContactSolve {
-    /// Which model (its id) and scheme's factor the cached columns belong to.
-    owner: Option<(u64, Scheme)>,
+    /// Which model (its id, and so its factor) the cached columns belong to.
+    owner: Option<u64>,
     /// `columns[s * nf..(s + 1) * nf]`: the column in slot `s`.
     columns: Vec<f64>,
     /// Factor row held by each slot (`u32::MAX`: empty).
@@ -262,14 +260,14 @@ pub(crate) struct ContactSolve {
 impl ContactSolve {
     /// Sizes the cache for `model` and up to `max_coupled` contacts (allocates only when the
     /// sizes change).
-    fn prepare(&mut self, model: &ClothModel, scheme: Scheme, max_coupled: usize) {
+    fn prepare(&mut self, model: &ClothModel, max_coupled: usize) {
         let nf = model.free_nodes.len();
         let n = model.mesh.node_count();
-        let owner = Some((model.id, scheme));
+        let owner = Some(model.id);
         if self.owner == owner && self.slot_owner.len() == max_coupled {
             return;
         }
-        // Another model, scheme or cap: resize (reusing memory) and forget the cached columns.
+        // Another model or cap: resize (reusing memory) and forget the cached columns.
         self.row_of_node.clear();
         self.row_of_node.resize(n, u32::MAX);
         for (r, &node) in model.solve_order.iter().enumerate() {
@@ -330,7 +328,6 @@ fn coupled_contact(
     model: &ClothModel,
     symbolic: &SymbolicFactor,
     factor: &NumericFactor,
-    scheme: Scheme,
     x: &mut [DVec3],
     contact: &mut Contact<'_>,
 ) {
@@ -350,7 +347,7 @@ fn coupled_contact(
         return;
     }
     let cs = &mut *contact.cache;
-    cs.prepare(model, scheme, contact.max_coupled);
+    cs.prepare(model, contact.max_coupled);
     let nf = model.free_nodes.len();
     cs.round += 1;
     for _round in 0..4 {
@@ -416,7 +413,7 @@ fn coupled_contact(
             }
             // The multiplier is the contact force (N); over the substep it moves the node by
             // h~^2 lambda / m along the normal: the normal correction friction scales with.
-            let ht = scheme.effective_step(model.settings.substep());
+            let ht = model.scheme().effective_step(model.settings.substep());
             pass.record_depth(c.candidate, ht * ht * la / model.masses[c.node as usize]);
         }
         return;
@@ -510,7 +507,6 @@ fn local_global(
     model: &ClothModel,
     symbolic: &SymbolicFactor,
     factor: &NumericFactor,
-    scheme: Scheme,
     iterations: u32,
     x: &mut [DVec3],
     scratch: &mut Scratch,
@@ -526,7 +522,7 @@ fn local_global(
             x[node as usize] = b.vec() + scratch.origin;
         }
         if contact.pass.active() {
-            coupled_contact(model, symbolic, factor, scheme, x, contact);
+            coupled_contact(model, symbolic, factor, x, contact);
         }
     }
 }
@@ -607,7 +603,6 @@ fn lbfgs(
     model: &ClothModel,
     symbolic: &SymbolicFactor,
     factor: &NumericFactor,
-    scheme: Scheme,
     inv_ht2: f64,
     iterations: u32,
     x: &mut [DVec3],
@@ -705,7 +700,7 @@ fn lbfgs(
         // iterate (held in `x` by the last evaluation) out of the colliders and continue from
         // there with its own energy and gradient.
         if contact.pass.active() {
-            coupled_contact(model, symbolic, factor, scheme, x, contact);
+            coupled_contact(model, symbolic, factor, x, contact);
             if !contact.pass.constraints.is_empty() {
                 for (t, &node) in lb.x.iter_mut().zip(&model.solve_order) {
                     *t = x[node as usize] - scratch.origin;

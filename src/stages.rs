@@ -6,7 +6,6 @@ use glam::DVec3;
 
 use crate::cloth::Cloth;
 use crate::factor::Lane4;
-use crate::integrator::Scheme;
 use crate::model::ClothModel;
 use crate::solver::Scratch;
 
@@ -43,25 +42,23 @@ impl Stages {
         crate::solver::project_and_assemble(&self.model, &self.x, &mut self.scratch);
     }
 
-    /// One global solve (BDF2 factor, three right-hand sides).
+    /// One global solve (the model's factor, three right-hand sides).
     pub fn global_solve(&mut self) {
-        let (Some(symbolic), Some(factor)) = (
-            self.model.symbolic.as_ref(),
-            self.model.factor(Scheme::Bdf2),
-        ) else {
+        let (Some(symbolic), Some(factor)) =
+            (self.model.symbolic.as_ref(), self.model.factor.as_ref())
+        else {
             return;
         };
         factor.solve_lanes(symbolic, &mut self.rhs);
     }
 
-    /// Reads the BDF2 factor's values and row indices once forward and once backward, with one
+    /// Reads the factor's values and row indices once forward and once backward, with one
     /// multiply-add per nonzero and no dependence between them: the memory-traffic floor of a
     /// solve. Returns a sum so the reads cannot be optimised away.
     pub fn stream_factor(&self) -> f64 {
-        let (Some(symbolic), Some(factor)) = (
-            self.model.symbolic.as_ref(),
-            self.model.factor(Scheme::Bdf2),
-        ) else {
+        let (Some(symbolic), Some(factor)) =
+            (self.model.symbolic.as_ref(), self.model.factor.as_ref())
+        else {
             return 0.0;
         };
         factor.stream(symbolic)
@@ -69,10 +66,7 @@ impl Stages {
 
     /// Bytes one solve reads from the factor (values and row indices, both sweeps).
     pub fn factor_bytes_per_solve(&self) -> usize {
-        match (
-            self.model.symbolic.as_ref(),
-            self.model.factor(Scheme::Bdf2),
-        ) {
+        match (self.model.symbolic.as_ref(), self.model.factor.as_ref()) {
             (Some(s), Some(f)) => 2 * f.bytes_per_sweep(s),
             _ => 0,
         }
