@@ -672,6 +672,10 @@ fn world_box(shape: ColliderShape, pose: &Pose, margin: f64) -> Aabb {
 /// a contact during it, counts as touching.
 const TOUCH: f64 = 1e-4;
 
+/// Strain (of the base edges at a node) that friction may always raise the cloth to; above it,
+/// friction may not raise it further (see [`ContactPass::finish`]).
+pub(crate) const FRICTION_STRAIN_TOLERANCE: f64 = 0.03;
+
 /// How far beyond its predicted path a node may wander during the iterations and still be
 /// tested (metres).
 const SLACK: f64 = 0.02;
@@ -878,6 +882,9 @@ impl ContactPass {
     /// to the surface, and a final guard over every free node whose actual path over the
     /// substep meets a nearby body's swept box (the iterations can carry a node farther than
     /// the broad phase's allowance), so that no node tunnels or stays inside.
+    /// Friction may not stretch the cloth: a node's friction move is halved (up to three
+    /// times, then dropped) while it would raise `strain(x, node)` (the stretch of the cloth
+    /// at the node) above both its value before the move and [`FRICTION_STRAIN_TOLERANCE`].
     /// `restore` runs after friction and before the last push-out, with the nodes the
     /// projection put on a body flagged: the solver restores the linear constraints around them.
     pub fn finish(
@@ -886,6 +893,7 @@ impl ContactPass {
         x: &mut [DVec3],
         friction: f64,
         free_nodes: &[u32],
+        strain: impl Fn(&[DVec3], usize) -> f64,
         restore: impl FnOnce(&mut [DVec3], &[bool]),
     ) {
         self.project(x_start, x);
@@ -909,7 +917,17 @@ impl ContactPass {
                 let len = tangential.length();
                 if len > 0.0 {
                     let cut = (friction * depth / len).min(1.0);
-                    x[i] -= cut * tangential;
+                    let before = strain(x, i).max(FRICTION_STRAIN_TOLERANCE);
+                    let from = x[i];
+                    let mut step = cut * tangential;
+                    for _ in 0..4 {
+                        x[i] = from - step;
+                        if strain(x, i) <= before {
+                            break;
+                        }
+                        step *= 0.5;
+                        x[i] = from;
+                    }
                 }
             }
         }

@@ -28,6 +28,7 @@ use glam::DVec3;
 
 use crate::collision::ContactPass;
 use crate::factor::{Lane4, NumericFactor, SymbolicFactor};
+use crate::measures::node_strain;
 use crate::model::{ClothModel, SolverMethod};
 
 /// Most halvings of the step in one line search.
@@ -184,6 +185,7 @@ pub(crate) fn solve_substep(
             x,
             contact.friction,
             &model.free_nodes,
+            |x, node| node_strain(&model.mesh, x, node),
             |x, held| restore_conformity(model, x, held),
         );
     }

@@ -13,13 +13,17 @@ use isocloth::ecs::{
 };
 use isocloth::rig::{Animation, CharacterRig, RandomMotion};
 
-/// One simulated minute (3,600 frames, about 15 motion changes and a 100 m teleport): no frame is non-finite, no recovery is needed, no node ends a frame deeper
-/// than 0.1 mm inside a body, the mean strain stays under 2 % on every frame, the max strain
-/// stays under 40 % on 99 % of frames, exceeds 10 % on fewer than 450 frames (12.5 %), and
-/// never reaches 150 %. Measured: max strain 84 % (99th percentile 28 %, 308 frames over 10 %),
-/// worst mean strain 0.94 %, penetration 1.6e-8 m. Loose bounds on a real weakness: the
-/// spikes come from contact at the budget (issue 7); before the conformity restore and the
-/// prediction strain limit this minute reached 551 % max strain.
+/// One simulated minute (3,600 frames, about 15 motion changes and a 100 m teleport): no frame
+/// is non-finite, no recovery is needed, no node ends a frame deeper than 0.1 mm inside a body,
+/// the mean strain stays under 1 % on every frame, the max strain stays under 10 % on 99 % of
+/// frames, exceeds 10 % on fewer than 60 frames (1.7 %), and never reaches 50 %.
+///
+/// Measured: max strain 11.1 % (99th percentile 3.2 %, 2 frames over 10 %), worst mean strain
+/// 0.48 %. The worst frame of a contact scene is chaotic (any change in rounding moves it), so
+/// the bounds leave room: over six motion seeds and two rounding variants the worst frame was
+/// 12-29 % and the 99th percentile 3-5 %. Before friction was kept from stretching the cloth
+/// (`ContactPass::finish`) this minute reached 148 % (99th percentile 25 %, 269 frames over
+/// 10 %), and before the conformity restore and the prediction strain limit, 551 %.
 #[test]
 fn one_minute_of_random_motion_stays_finite_and_bounded() {
     let mut world = World::new();
@@ -73,8 +77,8 @@ fn one_minute_of_random_motion_stays_finite_and_bounded() {
     assert_eq!(nan_frames, 0, "{figures}");
     assert_eq!(recoveries, 0, "{figures}");
     assert!(max_pen < 1e-4, "{figures}");
-    assert!(mean_strain < 0.02, "{figures}");
-    assert!(p99 < 0.4, "{figures}");
-    assert!(over < 450, "{figures}");
-    assert!(max_strain < 1.5, "{figures}");
+    assert!(mean_strain < 0.01, "{figures}");
+    assert!(p99 < 0.1, "{figures}");
+    assert!(over < 60, "{figures}");
+    assert!(max_strain < 0.5, "{figures}");
 }
