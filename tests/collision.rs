@@ -205,3 +205,47 @@ fn fast_thin_limb_pushes_the_sheet_without_tunnelling() {
     // The sheet was pushed: its centre of mass moved forward with the limb.
     assert!(pushed > 0.1, "centre of mass reached z = {pushed}");
 }
+
+/// Friction may not stretch the cloth. A 0.5 m sheet pinned along one edge settles for 1 s over
+/// a lying capsule (radius 0.1 m, friction 0.8), then the capsule spins about its own axis at
+/// 5 rad/s (surface speed 0.5 m/s) for 2 s, both ways: friction drags the sheet against its
+/// pins, and where the cloth resists, the contact nodes slide instead of being carried apart.
+/// Render-mesh strain stays under 10 % on every frame and no node goes deeper than 0.1 mm.
+/// Measured: 1.2 % and 1.4 %; before friction was limited, 16 % one way.
+#[test]
+fn a_spinning_body_drags_a_pinned_sheet_without_stretching_it() {
+    let cells = 10;
+    for spin in [5.0, -5.0] {
+        let edge: Vec<u32> = (0..=cells)
+            .map(|i| BaseMesh::grid_index(cells, i, cells))
+            .collect();
+        let mut cloth = sheet(0.5, cells, 0.12, &edge, false);
+        cloth
+            .set_contact_settings(ContactSettings {
+                friction: 0.8,
+                ..Default::default()
+            })
+            .unwrap();
+        let mut colliders = ColliderSet::new();
+        let (shape, pose) = lying_capsule(DVec3::ZERO, 0.5, 0.1, 0.0);
+        let id = colliders.add(shape, pose).unwrap();
+        for _ in 0..60 {
+            cloth.step_with(1.0 / 60.0, &colliders).unwrap();
+        }
+        let thickness = cloth.contact_settings().thickness;
+        let (mut worst_strain, mut worst_pen) = (0.0f64, 0.0f64);
+        for frame in 1..=120 {
+            // The capsule's axis is world X; spin about it.
+            let angle = spin * frame as f64 / 60.0;
+            let spun = Pose::new(DVec3::ZERO, DQuat::from_rotation_x(angle) * pose.rotation);
+            colliders.set_pose(id, spun).unwrap();
+            cloth.step_with(1.0 / 60.0, &colliders).unwrap();
+            colliders.finish_frame();
+            worst_strain = worst_strain.max(cloth.measures().max_strain);
+            worst_pen = worst_pen.max(colliders.max_penetration(cloth.positions(), thickness));
+        }
+        println!("spin {spin}: worst strain {worst_strain}, penetration {worst_pen}");
+        assert!(worst_strain < 0.1, "spin {spin}: strain {worst_strain}");
+        assert!(worst_pen < 1e-4, "spin {spin}: penetration {worst_pen}");
+    }
+}
