@@ -299,16 +299,30 @@ impl Terms {
     /// Local step for isometry: projects every red triangle onto its nearest rotation, writing the
     /// two columns of `R` to `proj` and its energy `(w/2)|F - R|^2` to `energy`. Parallel.
     pub fn project_rigid(&self, x: &[DVec3], proj: &mut [[DVec3; 2]], energy: &mut [f64]) {
+        self.rigid_kernel::<false>(x, proj, energy);
+    }
+
+    /// The same projections, writing the residuals `F - R` instead of `R`: scattered with
+    /// [`Self::scatter_rigid`] they give the gradient `sum_e w_e A_e^T (A_e x - R_e)`.
+    pub fn rigid_residuals(&self, x: &[DVec3], res: &mut [[DVec3; 2]], energy: &mut [f64]) {
+        self.rigid_kernel::<true>(x, res, energy);
+    }
+
+    fn rigid_kernel<const RESIDUAL: bool>(
+        &self,
+        x: &[DVec3],
+        out: &mut [[DVec3; 2]],
+        energy: &mut [f64],
+    ) {
         let r = &self.rigid;
         let kernel = |e: usize, p: &mut [DVec3; 2], en: &mut f64| {
             let f = deformation_gradient(&r.nodes[e], &r.grad[e], x);
             let rot = nearest_rotation(f);
-            *en = 0.5
-                * r.weight[e]
-                * ((f[0] - rot[0]).length_squared() + (f[1] - rot[1]).length_squared());
-            *p = rot;
+            let d = [f[0] - rot[0], f[1] - rot[1]];
+            *en = 0.5 * r.weight[e] * (d[0].length_squared() + d[1].length_squared());
+            *p = if RESIDUAL { d } else { rot };
         };
-        for_each_element(proj, energy, kernel);
+        for_each_element(out, energy, kernel);
     }
 
     /// Adds `sum_e w_e A_e^T p_e` for the isometry projections to `rhs`.
@@ -326,16 +340,32 @@ impl Terms {
     /// Local step for render-edge springs: the edge vector `x_a - x_b` scaled to its rest length,
     /// and the spring energy. Parallel like [`Self::project_rigid`].
     pub fn project_springs(&self, x: &[DVec3], proj: &mut [DVec3], energy: &mut [f64]) {
+        self.spring_kernel::<false>(x, proj, energy);
+    }
+
+    /// The same, writing the residual `(x_a - x_b) - p` (the gradient's part, like
+    /// [`Self::rigid_residuals`]).
+    pub fn spring_residuals(&self, x: &[DVec3], res: &mut [DVec3], energy: &mut [f64]) {
+        self.spring_kernel::<true>(x, res, energy);
+    }
+
+    fn spring_kernel<const RESIDUAL: bool>(
+        &self,
+        x: &[DVec3],
+        out: &mut [DVec3],
+        energy: &mut [f64],
+    ) {
         let sp = &self.springs;
         let kernel = |e: usize, p: &mut DVec3, en: &mut f64| {
             let [a, b] = sp.nodes[e];
             let d = x[a as usize] - x[b as usize];
             let len = d.length();
             let dir = if len > 1e-300 { d / len } else { DVec3::X };
-            *p = dir * sp.rest[e];
+            let target = dir * sp.rest[e];
+            *p = if RESIDUAL { d - target } else { target };
             *en = 0.5 * sp.weight[e] * (len - sp.rest[e]) * (len - sp.rest[e]);
         };
-        for_each_element(proj, energy, kernel);
+        for_each_element(out, energy, kernel);
     }
 
     /// Adds `sum_e w_e A_e^T p_e` for the spring projections to `rhs`.
@@ -349,15 +379,32 @@ impl Terms {
 
     /// Local step for curved bending rows: the rest curvature rotated into the current frame.
     pub fn project_curved(&self, x: &[DVec3], targets: &mut [DVec3], energy: &mut [f64]) {
+        self.curved_kernel::<false>(x, targets, energy);
+    }
+
+    /// The same, writing the residual `L_i x - b_i` (the gradient's part, like
+    /// [`Self::rigid_residuals`]).
+    pub fn curved_residuals(&self, x: &[DVec3], res: &mut [DVec3], energy: &mut [f64]) {
+        self.curved_kernel::<true>(x, res, energy);
+    }
+
+    fn curved_kernel<const RESIDUAL: bool>(
+        &self,
+        x: &[DVec3],
+        out: &mut [DVec3],
+        energy: &mut [f64],
+    ) {
         let b = &self.bending;
         let kernel = |k: usize, t: &mut DVec3, en: &mut f64| {
             let c = &b.curved[k];
             let frame = local_frame(c, x);
-            *t = frame[0] * c.rest_local.x + frame[1] * c.rest_local.y + frame[2] * c.rest_local.z;
+            let target =
+                frame[0] * c.rest_local.x + frame[1] * c.rest_local.y + frame[2] * c.rest_local.z;
             let lx = b.rows.apply(c.row as usize, x);
-            *en = 0.5 * b.rows.weight[c.row as usize] * (lx - *t).length_squared();
+            *en = 0.5 * b.rows.weight[c.row as usize] * (lx - target).length_squared();
+            *t = if RESIDUAL { lx - target } else { target };
         };
-        for_each_element(targets, energy, kernel);
+        for_each_element(out, energy, kernel);
     }
 
     /// Adds `sum_i w_i L_i^T b_i` for the curved bending targets to `rhs`.
@@ -373,18 +420,30 @@ impl Terms {
         }
     }
 
-    /// Energy of the terms that need no projection: linear rows and flat bending rows,
-    /// `(1/2) sum w |row . x|^2`.
-    pub fn quadratic_energy(&self, x: &[DVec3]) -> f64 {
-        let lin = &self.linear;
+    /// Energy of the terms that need no projection (linear rows and flat bending rows),
+    /// `(1/2) sum w |row . x|^2`, adding its gradient `sum w row^T (row . x)` to `grad`.
+    pub fn quadratic_gradient(&self, x: &[DVec3], grad: &mut [DVec3]) -> f64 {
         let b = &self.bending;
         let mut e = 0.0;
-        for r in 0..lin.len() {
-            e += 0.5 * lin.weight[r] * lin.apply(r, x).length_squared();
+        let mut row = |rows: &SparseRows, r: usize| {
+            let (nodes, coefs) = rows.row(r);
+            let mut v = DVec3::ZERO;
+            for (&n, &c) in nodes.iter().zip(coefs) {
+                v += c * x[n as usize];
+            }
+            let w = rows.weight[r];
+            e += 0.5 * w * v.length_squared();
+            let wv = w * v;
+            for (&n, &c) in nodes.iter().zip(coefs) {
+                grad[n as usize] += c * wv;
+            }
+        };
+        for r in 0..self.linear.len() {
+            row(&self.linear, r);
         }
         for r in 0..b.rows.len() {
             if b.curved.is_empty() || !b.is_curved(r) {
-                e += 0.5 * b.rows.weight[r] * b.rows.apply(r, x).length_squared();
+                row(&b.rows, r);
             }
         }
         e

@@ -180,8 +180,6 @@ pub struct ClothModel {
     pub(crate) id: u64,
     /// Node of each row of the factored (permuted) system.
     pub(crate) solve_order: Vec<u32>,
-    /// `S_FF` (stiffness without the mass term) in the factor's ordering, for gradients.
-    pub(crate) stiffness_perm: CsrMatrix,
     pub(crate) coupling: PinCoupling,
     pub(crate) symbolic: Option<SymbolicFactor>,
     /// Factor of `M / h~^2 + S_FF` for the integrator's scheme (none when every node is pinned).
@@ -303,37 +301,6 @@ impl ClothModel {
             Some(s) => s.perm().iter().map(|&i| free_nodes[i as usize]).collect(),
             None => Vec::new(),
         };
-        let stiffness_perm = match &symbolic {
-            Some(s) => {
-                let perm = s.perm();
-                let mut inv = vec![0u32; nf];
-                for (i, &p) in perm.iter().enumerate() {
-                    inv[p as usize] = i as u32;
-                }
-                // Row i is row perm[i] of the free block with its columns renumbered.
-                let mut m = CsrMatrix {
-                    n: nf,
-                    row_ptr: Vec::with_capacity(nf + 1),
-                    cols: Vec::with_capacity(base.nnz()),
-                    vals: Vec::with_capacity(base.nnz()),
-                };
-                m.row_ptr.push(0);
-                let mut row: Vec<(u32, f64)> = Vec::new();
-                for &p in perm {
-                    let (cols, vals) = base.row(p as usize);
-                    row.clear();
-                    row.extend(cols.iter().zip(vals).map(|(&c, &v)| (inv[c as usize], v)));
-                    row.sort_unstable_by_key(|&(c, _)| c);
-                    for &(c, v) in &row {
-                        m.cols.push(c);
-                        m.vals.push(v);
-                    }
-                    m.row_ptr.push(m.cols.len() as u32);
-                }
-                m
-            }
-            None => CsrMatrix::default(),
-        };
         let stats = ModelStats {
             nodes: n,
             free_nodes: nf,
@@ -358,7 +325,6 @@ impl ClothModel {
             pinned_mask,
             id: NEXT_MODEL_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             solve_order,
-            stiffness_perm,
             coupling,
             symbolic,
             factor,

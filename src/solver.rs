@@ -164,15 +164,15 @@ pub(crate) fn solve_substep(
     // fast without this).
     scratch.origin = x[model.free_nodes[0] as usize];
     let origin = scratch.origin;
-    // Constant right-hand side: M (x~ - o) / h~^2 - S_FP (x_P - o) (free rows only are read).
-    let x_tilde = std::mem::take(&mut scratch.x_tilde);
-    fill_rhs_const(model, x, scratch, |i| {
-        model.masses[i] * inv_ht2 * (x_tilde[i] - origin)
-    });
-    scratch.x_tilde = x_tilde;
-
     match model.settings.method {
         SolverMethod::LocalGlobal => {
+            // Constant right-hand side: M (x~ - o) / h~^2 - S_FP (x_P - o) (free rows only are
+            // read).
+            let x_tilde = std::mem::take(&mut scratch.x_tilde);
+            fill_rhs_const(model, x, scratch, |i| {
+                model.masses[i] * inv_ht2 * (x_tilde[i] - origin)
+            });
+            scratch.x_tilde = x_tilde;
             local_global(model, symbolic, factor, iterations, x, scratch, contact)
         }
         SolverMethod::Lbfgs { .. } => lbfgs(
@@ -479,15 +479,6 @@ fn fill_rhs_const(
     }
 }
 
-/// Energy of every term at the positions of the last [`project_and_assemble`]: the projected
-/// terms' per-element energies plus the quadratic rows at `x`.
-fn terms_energy(model: &ClothModel, x: &[DVec3], scratch: &Scratch) -> f64 {
-    scratch.proj_energy.iter().sum::<f64>()
-        + scratch.spring_energy.iter().sum::<f64>()
-        + scratch.curved_energy.iter().sum::<f64>()
-        + model.terms.quadratic_energy(x)
-}
-
 /// Local step at `x`, then `rhs = rhs_const + sum_c w_c A_c^T p_c`.
 pub(crate) fn project_and_assemble(model: &ClothModel, x: &[DVec3], scratch: &mut Scratch) {
     let terms = &model.terms;
@@ -529,8 +520,31 @@ fn local_global(
     }
 }
 
+/// Energy of every term at `x` and its gradient `sum_c w_c A_c^T (A_c x - p_c)` added to
+/// `scratch.rhs` (node order, every node), element by element from the local step's residuals:
+/// no product with the assembled matrix is needed (which the model therefore does not keep).
+fn add_terms_gradient(model: &ClothModel, x: &[DVec3], scratch: &mut Scratch) -> f64 {
+    let terms = &model.terms;
+    let grad = &mut scratch.rhs;
+    terms.rigid_residuals(x, &mut scratch.proj, &mut scratch.proj_energy);
+    terms.scatter_rigid(&scratch.proj, grad);
+    terms.spring_residuals(x, &mut scratch.springs, &mut scratch.spring_energy);
+    terms.scatter_springs(&scratch.springs, grad);
+    if !terms.bending.curved.is_empty() {
+        terms.curved_residuals(x, &mut scratch.curved, &mut scratch.curved_energy);
+        terms.scatter_curved(&scratch.curved, grad);
+    }
+    scratch.proj_energy.iter().sum::<f64>()
+        + scratch.spring_energy.iter().sum::<f64>()
+        + scratch.curved_energy.iter().sum::<f64>()
+        + terms.quadratic_gradient(x, grad)
+}
+
 /// Energy (up to a constant) and gradient over the free nodes at `xs` (factor ordering); also
 /// writes `xs` into the node positions `x`.
+///
+/// The gradient is `M (x - x~) / h~^2` plus the terms' gradient, summed element by element
+/// ([`add_terms_gradient`]); pinned nodes enter through the elements they belong to.
 fn evaluate(
     model: &ClothModel,
     inv_ht2: f64,
@@ -541,24 +555,23 @@ fn evaluate(
 ) -> f64 {
     let order = &model.solve_order;
     let origin = scratch.origin;
-    for (xi, &node) in xs.iter().zip(order) {
-        x[node as usize] = *xi + origin;
-    }
-    project_and_assemble(model, x, scratch);
-    let k = &model.stiffness_perm;
     let mut f = 0.0;
-    for (i, &node) in order.iter().enumerate() {
+    for (xi, &node) in xs.iter().zip(order) {
         let node = node as usize;
+        x[node] = *xi + origin;
         let m = model.masses[node] * inv_ht2;
-        let (cols, vals) = k.row(i);
-        let mut kx = m * xs[i];
-        for (&c, &v) in cols.iter().zip(vals) {
-            kx += v * xs[c as usize];
-        }
-        g[i] = kx - scratch.rhs[node];
-        f += 0.5 * m * (xs[i] + origin - scratch.x_tilde[node]).length_squared();
+        let d = x[node] - scratch.x_tilde[node];
+        scratch.rhs[node] = m * d;
+        f += 0.5 * m * d.length_squared();
     }
-    f + terms_energy(model, x, scratch)
+    for &p in &model.pins {
+        scratch.rhs[p as usize] = DVec3::ZERO;
+    }
+    f += add_terms_gradient(model, x, scratch);
+    for (gi, &node) in g.iter_mut().zip(order) {
+        *gi = scratch.rhs[node as usize];
+    }
+    f
 }
 
 /// Static energy `E(x) - sum m g . x` (up to a constant) and its gradient over the free nodes in
@@ -571,29 +584,18 @@ pub(crate) fn static_gradient(
     scratch: &mut Scratch,
     grad: &mut [DVec3],
 ) -> f64 {
-    scratch.origin = model
-        .free_nodes
-        .first()
-        .map_or(DVec3::ZERO, |&n| x[n as usize]);
-    let origin = scratch.origin;
-    fill_rhs_const(model, x, scratch, |i| model.masses[i] * gravity);
-    let potential: f64 = model
-        .free_nodes
-        .iter()
-        .map(|&n| -model.masses[n as usize] * gravity.dot(x[n as usize]))
-        .sum();
-    project_and_assemble(model, x, scratch);
-    let k = &model.stiffness_perm;
-    let order = &model.solve_order;
-    for (i, &node) in order.iter().enumerate() {
-        let (cols, vals) = k.row(i);
-        let mut kx = DVec3::ZERO;
-        for (&c, &v) in cols.iter().zip(vals) {
-            kx += v * (x[order[c as usize] as usize] - origin);
-        }
-        grad[i] = kx - scratch.rhs[node as usize];
+    let mut potential = 0.0;
+    scratch.rhs.fill(DVec3::ZERO);
+    for &n in &model.free_nodes {
+        let n = n as usize;
+        potential -= model.masses[n] * gravity.dot(x[n]);
+        scratch.rhs[n] = -model.masses[n] * gravity;
     }
-    potential + terms_energy(model, x, scratch)
+    let energy = add_terms_gradient(model, x, scratch);
+    for (gi, &node) in grad.iter_mut().zip(&model.solve_order) {
+        *gi = scratch.rhs[node as usize];
+    }
+    potential + energy
 }
 
 fn dot(a: &[DVec3], b: &[DVec3]) -> f64 {
