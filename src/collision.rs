@@ -672,8 +672,9 @@ fn world_box(shape: ColliderShape, pose: &Pose, margin: f64) -> Aabb {
 /// a contact during it, counts as touching.
 const TOUCH: f64 = 1e-4;
 
-/// Strain (of the base edges at a node) that friction may always raise the cloth to; above it,
-/// friction may not raise it further (see [`ContactPass::finish`]).
+/// Strain (of the render-mesh edges at a node, `measures::node_strain`) that friction may
+/// always raise the cloth to; above it, friction may not raise it further (see
+/// [`ContactPass::finish`]).
 pub(crate) const FRICTION_STRAIN_TOLERANCE: f64 = 0.03;
 
 /// How far beyond its predicted path a node may wander during the iterations and still be

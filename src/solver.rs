@@ -7,21 +7,25 @@
 //! 2. **global**: solves `K x_F = M x~ / h~^2 - S_FP x_P + sum_c w_c A_c^T p_c` for the free nodes
 //!    with the prefactored `K`, x, y and z as one three-column right-hand side.
 //!
-//! With [`SolverMethod::Lbfgs`] the same two stages evaluate the energy `f` and its gradient
-//! `K x - b(x)` instead, and the iteration is L-BFGS whose initial inverse Hessian is the
-//! prefactored `K^-1` (Liu, Bouaziz and Kavan 2017): the first iteration is exactly the
-//! local-global step, later ones add curvature information from the last few steps, and an Armijo
-//! backtracking line search keeps each one a descent step.
+//! With [`SolverMethod::Lbfgs`] the local stage evaluates the energy `f` and its gradient
+//! `M (x - x~) / h~^2 + sum_c w_c A_c^T (A_c x - p_c)` instead, element by element from the
+//! projections' residuals (no product with the assembled matrix, which the model therefore does
+//! not keep), and the iteration is L-BFGS whose initial inverse Hessian is the prefactored `K^-1`
+//! (Liu, Bouaziz and Kavan 2017): the first iteration is exactly the local-global step, later
+//! ones add curvature information from the last few steps, and an Armijo backtracking line
+//! search keeps each one a descent step.
 //!
 //! Everything the loop touches lives in [`Scratch`], allocated once with the cloth.
 //!
-//! Tried and not kept (2,025-node sheet, same-run benches): carrying `K x` along the L-BFGS
-//! iteration instead of the sparse product in every evaluation (`K d = -(q + sum_j b_j K s_j)`
-//! from the two-loop recursion, with `K s` stored per pair). Frame 2.42 -> 2.22 ms, gradient
-//! within 1.5e-5 of the recomputed one (relative), 340 KiB more workspace; but the one-minute
-//! soak test's worst frame went to 208 % strain (bound 150 %) and the 5-minute soak had 536
-//! frames over 10 % against 363. Computing the energy from `x . K x` and `x . b` instead of the
-//! per-term sums cancels 13 to 14 digits (terms of 4e8, changes between late iterations of
+//! Measured (2,025-node sheet, same-run `cargo bench --bench stages`): the element-wise gradient
+//! against the sparse `K x` product it replaced, frame 2.51 -> 2.10 ms, and 700 KiB less model
+//! (the permuted copy of `S_FF`). Tried before it and not kept: carrying `K x` along the
+//! iteration (`K d = -(q + sum_j b_j K s_j)` from the two-loop recursion, `K s` stored per
+//! pair): frame 2.42 -> 2.22 ms, 340 KiB more workspace, and a one-minute soak whose worst frame
+//! reached 208 %; that soak figure was later found to lie within what rounding alone moves it
+//! (tests/soak.rs), so it was no evidence against the idea, but the element-wise gradient made
+//! the product it saved disappear. Computing the energy from `x . K x` and `x . b` instead of
+//! the per-term sums cancels 13 to 14 digits (terms of 4e8, changes between late iterations of
 //! 1e-6 to 1e-5): not pursued.
 
 use glam::DVec3;
