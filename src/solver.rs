@@ -45,9 +45,9 @@ const ARMIJO: f64 = 1e-4;
 pub(crate) struct Scratch {
     /// Inertial prediction `x~`.
     pub x_tilde: Vec<DVec3>,
-    /// Constant part of the right-hand side for this substep.
+    /// Constant part of the right-hand side for this substep (local-global only).
     pub rhs_const: Vec<DVec3>,
-    /// Right-hand side being assembled.
+    /// Right-hand side being assembled (local-global), or the gradient in node order (L-BFGS).
     pub rhs: Vec<DVec3>,
     /// Rotation per rigid element.
     pub proj: Vec<[DVec3; 2]>,
@@ -162,9 +162,10 @@ pub(crate) fn solve_substep(
     let ht = model.scheme().effective_step(h);
     let inv_ht2 = 1.0 / (ht * ht);
 
-    // The linear algebra runs relative to a point on the cloth: every term depends on
-    // differences of positions only, and far from the world origin `K x` would cancel large
-    // numbers (measured: a sheet in free fall for 2 minutes, 70 km down, fell 0.7-1.3 % too
+    // The linear algebra (right-hand sides, solves, L-BFGS vectors) runs relative to a point on
+    // the cloth: every term depends on differences of positions only, and far from the world
+    // origin products with `K` would cancel large numbers (measured, when the gradient was still
+    // a `K x` product: a sheet in free fall for 2 minutes, 70 km down, fell 0.7-1.3 % too
     // fast without this).
     scratch.origin = x[model.free_nodes[0] as usize];
     let origin = scratch.origin;
