@@ -60,9 +60,10 @@ fn kinetic(cloth: &Cloth) -> f64 {
 /// 0.1 % and during the impact below 10 %.
 ///
 /// **Known failing, ignored until the contact solver is fixed (collision issue open).**
-/// Measured: penetration is fine (2e-8 m), but at 8 x 50 the sheet slides off the capsule
-/// (the impact strains the render mesh by 5.4 %); at the default 2 x 5 it stays on but keeps
-/// 12 % strain (62 % during the wrap); at 4 x 10 and 10 x 1 it slides off. Coupling every
+/// Measured (2026-11-22): penetration is fine (2e-8 m), but the sheet slides off at 8 x 50
+/// (thrown up at first contact), 4 x 10 and 2 x 5 (781 and 796 % strain during the wrap).
+/// Holding sticking nodes exactly through a refactored matrix kept it on at all three
+/// (docs/fidelity.md section 5.5, not landed: its friction test is unreliable). Coupling every
 /// contact exactly into the global solve gave 0.15 % at 8 x 50, but costs a dense solve per
 /// iteration in the number of contacts (66 ms per frame for 441 contacts). Substep-by-substep
 /// anatomy (BDF2 rebound next to the contact line, the fallback beyond the coupling cap,
