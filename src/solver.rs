@@ -28,7 +28,7 @@
 //! the per-term sums cancels 13 to 14 digits (terms of 4e8, changes between late iterations of
 //! 1e-6 to 1e-5): not pursued.
 
-use glam::DVec3;
+use glam::{DVec3, Vec3};
 
 use crate::collision::ContactPass;
 use crate::factor::{Lane4, NumericFactor, SymbolicFactor};
@@ -77,8 +77,10 @@ pub(crate) struct Lbfgs {
     d: Vec<DVec3>,
     x_trial: Vec<DVec3>,
     g_trial: Vec<DVec3>,
-    s: Vec<Vec<DVec3>>,
-    y: Vec<Vec<DVec3>>,
+    /// Correction pairs, stored in `f32` (half the memory; a pair only shapes the search
+    /// direction, which the line search checks in `f64`).
+    s: Vec<Vec<Vec3>>,
+    y: Vec<Vec<Vec3>>,
     rho: Vec<f64>,
     alpha: Vec<f64>,
     /// Number of stored pairs and the slot of the newest.
@@ -101,7 +103,7 @@ impl Lbfgs {
         self.s.resize_with(history, Vec::new);
         self.y.resize_with(history, Vec::new);
         for v in self.s.iter_mut().chain(self.y.iter_mut()) {
-            v.resize(nf, DVec3::ZERO);
+            v.resize(nf, Vec3::ZERO);
         }
         self.rho.resize(history, 0.0);
         self.alpha.resize(history, 0.0);
@@ -607,6 +609,11 @@ fn dot(a: &[DVec3], b: &[DVec3]) -> f64 {
     a.iter().zip(b).map(|(p, q)| p.dot(*q)).sum()
 }
 
+/// `sum_i a_i . b_i` with `a` widened from stored `f32`.
+fn dot_f32(a: &[Vec3], b: &[DVec3]) -> f64 {
+    a.iter().zip(b).map(|(p, q)| p.as_dvec3().dot(*q)).sum()
+}
+
 #[allow(clippy::too_many_arguments)]
 fn lbfgs(
     model: &ClothModel,
@@ -630,18 +637,18 @@ fn lbfgs(
         lb.d.copy_from_slice(&lb.g);
         for k in 0..lb.len {
             let j = (lb.newest + m - k) % m;
-            let a = lb.rho[j] * dot(&lb.s[j], &lb.d);
+            let a = lb.rho[j] * dot_f32(&lb.s[j], &lb.d);
             lb.alpha[j] = a;
             for (d, y) in lb.d.iter_mut().zip(&lb.y[j]) {
-                *d -= a * *y;
+                *d -= a * y.as_dvec3();
             }
         }
         factor.solve_permuted(symbolic, &mut lb.d, &mut scratch.solve);
         for k in (0..lb.len).rev() {
             let j = (lb.newest + m - k) % m;
-            let b = lb.alpha[j] - lb.rho[j] * dot(&lb.y[j], &lb.d);
+            let b = lb.alpha[j] - lb.rho[j] * dot_f32(&lb.y[j], &lb.d);
             for (d, s) in lb.d.iter_mut().zip(&lb.s[j]) {
-                *d += b * *s;
+                *d += b * s.as_dvec3();
             }
         }
         for d in lb.d.iter_mut() {
@@ -690,10 +697,12 @@ fn lbfgs(
         let slot = if lb.len == 0 { 0 } else { (lb.newest + 1) % m };
         let (mut sy, mut yy) = (0.0, 0.0);
         for i in 0..lb.x.len() {
-            let s = lb.x_trial[i] - lb.x[i];
-            let y = lb.g_trial[i] - lb.g[i];
+            // Rounded as stored, so that rho belongs to the pair the recursion uses.
+            let s = (lb.x_trial[i] - lb.x[i]).as_vec3();
+            let y = (lb.g_trial[i] - lb.g[i]).as_vec3();
             lb.s[slot][i] = s;
             lb.y[slot][i] = y;
+            let (s, y) = (s.as_dvec3(), y.as_dvec3());
             sy += s.dot(y);
             yy += y.dot(y);
         }
