@@ -75,6 +75,14 @@ pub struct ClothSnapshot {
     pub accumulator: f64,
     /// Nodes touching a body after the last substep.
     pub touching: Vec<bool>,
+    /// Nodes sticking to a body after the last substep (empty in snapshots from before it was
+    /// recorded: none).
+    #[serde(default)]
+    pub sticking: Vec<bool>,
+    /// What the bodies pushed the cloth with, averaged over the last substeps (N; zero in
+    /// snapshots from before it was recorded).
+    #[serde(default)]
+    pub contact_load: DVec3,
 }
 
 /// Copies `from` into `to`, reusing `to`'s buffers.
@@ -100,6 +108,11 @@ pub struct Cloth {
     contact: ContactSettings,
     /// Per node: touching a body at the end of the last substep.
     touching: Vec<bool>,
+    /// Per node: sticking to a body (static friction) at the end of the last substep.
+    sticking: Vec<bool>,
+    /// What the bodies pushed the cloth with, averaged over the last substeps (N; see
+    /// `ContactPass::judge`).
+    contact_load: DVec3,
     aero: Aerodynamics,
     /// How many times the cloth went back to its last good state.
     recoveries: u64,
@@ -128,6 +141,8 @@ impl Cloth {
             accumulator: 0.0,
             contact: ContactSettings::default(),
             touching: vec![false; n],
+            sticking: vec![false; n],
+            contact_load: DVec3::ZERO,
             aero: Aerodynamics::default(),
             recoveries: 0,
             fault: false,
@@ -370,6 +385,7 @@ impl Cloth {
         for p in self.pin_start.iter_mut().chain(self.pin_target.iter_mut()) {
             *p = transform.transform_point(*p);
         }
+        self.contact_load = transform.transform_vector(self.contact_load);
         Ok(())
     }
 
@@ -423,7 +439,7 @@ impl Cloth {
             self.accumulator = (self.accumulator - run as f64 * h).max(0.0);
         }
         ws.ensure(&self.model);
-        ws.contact_pass.load(&self.touching);
+        ws.contact_pass.load(&self.touching, &self.sticking);
         // Keep the state to go back to if a non-finite position appears (reusing buffers).
         copy_state(&mut ws.last_good, &self.state);
         for k in 1..=run {
@@ -435,6 +451,7 @@ impl Cloth {
             self.substep_with_pins_in_x_new(ws, colliders, s0, s);
         }
         self.touching.copy_from_slice(ws.contact_pass.touching());
+        self.sticking.copy_from_slice(ws.contact_pass.sticking());
         report.contacts = ws.contact_pass.last_contacts as u32;
         let st = &self.state;
         let finite = |v: &[DVec3]| v.iter().all(|p| p.is_finite());
@@ -468,12 +485,13 @@ impl Cloth {
     pub fn substep(&mut self) {
         with_thread_workspace(|ws| {
             ws.ensure(&self.model);
-            ws.contact_pass.load(&self.touching);
+            ws.contact_pass.load(&self.touching, &self.sticking);
             for (i, &p) in self.model.pins.iter().enumerate() {
                 ws.x_new[p as usize] = self.pin_target[i];
             }
             self.substep_with_pins_in_x_new(ws, &ColliderSet::EMPTY, 0.0, 1.0);
             self.touching.copy_from_slice(ws.contact_pass.touching());
+            self.sticking.copy_from_slice(ws.contact_pass.sticking());
         });
         self.pin_start.copy_from_slice(&self.pin_target);
     }
@@ -551,6 +569,10 @@ impl Cloth {
             &st.positions,
             &ws.scratch.x_tilde,
         );
+        if self.contact.friction > 0.0 {
+            ws.contact_pass
+                .hold(&st.positions, self.contact.hold_sticking_above as usize);
+        }
         solve_substep(
             model,
             self.settings.iterations,
@@ -562,7 +584,30 @@ impl Cloth {
                 friction: self.contact.friction,
                 max_coupled: self.contact.max_coupled_contacts as usize,
                 cache: &mut ws.contact_solve,
+                factor_version: 0,
             },
+            &mut ws.held_factor,
+        );
+        // What the bodies must push the cloth with: its momentum balance over the substep,
+        // averaged over about LOAD_TIME (a stiff cloth rings), restarted when contact begins.
+        if self.contact.friction > 0.0 && !ws.contact_pass.touched.is_empty() {
+            let ht = scheme.effective_step(h);
+            let mut load = DVec3::ZERO;
+            for &node in &model.free_nodes {
+                let i = node as usize;
+                load += model.masses[i] * (ws.x_new[i] - ws.scratch.x_tilde[i]);
+            }
+            load /= ht * ht;
+            let fresh = !self.touching.iter().any(|&t| t);
+            let a = if fresh { 1.0 } else { (h / LOAD_TIME).min(1.0) };
+            self.contact_load += a * (load - self.contact_load);
+        }
+        ws.contact_pass.judge(
+            self.contact_load,
+            &model.masses,
+            self.contact.friction,
+            &st.positions,
+            &ws.x_new,
         );
         // Velocities and history shift. A substep in which a body stopped part of the cloth
         // ends with backward-Euler velocities: BDF2 differentiates a quadratic through the last
@@ -656,6 +701,8 @@ impl Cloth {
             pin_target: self.pin_target.clone(),
             accumulator: self.accumulator,
             touching: self.touching.clone(),
+            sticking: self.sticking.clone(),
+            contact_load: self.contact_load,
         }
     }
 
@@ -677,6 +724,7 @@ impl Cloth {
             snapshot.touching.len(),
         ];
         if sizes.iter().any(|&l| l != n)
+            || !(snapshot.sticking.is_empty() || snapshot.sticking.len() == n)
             || snapshot.pin_start.len() != self.pin_start.len()
             || snapshot.pin_target.len() != self.pin_target.len()
         {
@@ -722,6 +770,12 @@ impl Cloth {
         self.pin_target.copy_from_slice(&snapshot.pin_target);
         self.accumulator = snapshot.accumulator;
         self.touching.copy_from_slice(&snapshot.touching);
+        if snapshot.sticking.is_empty() {
+            self.sticking.fill(false);
+        } else {
+            self.sticking.copy_from_slice(&snapshot.sticking);
+        }
+        self.contact_load = snapshot.contact_load;
         Ok(())
     }
 
@@ -847,6 +901,10 @@ const PREDICTION_STRAIN_TOLERANCE: f64 = 1e-3;
 /// (prediction 6 %, 24 %, 42 %, 60 %). Inextensible cloth has no stretching velocity, so this
 /// takes none of the physical motion; it also removes the stretch that extrapolating a fast
 /// rotation along straight lines would add.
+/// Time over which the load that static friction is judged with is averaged (s): a stiff
+/// cloth rings, and its momentum balance with it.
+const LOAD_TIME: f64 = 1.0 / 30.0;
+
 fn limit_prediction_strain(model: &ClothModel, x: &[DVec3], x_tilde: &mut [DVec3]) {
     let rigid = &model.terms.rigid;
     let pinned = &model.pinned_mask;

@@ -371,6 +371,12 @@ pub struct ContactSettings {
     /// substep. Nodes that enter a body during a substep are always stopped at its surface.
     /// Default 1.
     pub max_depenetration_speed: f64,
+    /// Static friction inside the solve: nodes sticking to a body (the cloth's load within the
+    /// friction cone, judged from its momentum balance) are held on it exactly, through a
+    /// refactorisation of the system matrix whenever the set of them changes, once more than
+    /// this many stick; fewer are left to the coupled contact solve and the friction pass,
+    /// which cost less. `u32::MAX` turns holding off. Default 16.
+    pub hold_sticking_above: u32,
 }
 
 impl Default for ContactSettings {
@@ -381,6 +387,7 @@ impl Default for ContactSettings {
             enabled: true,
             max_coupled_contacts: 64,
             max_depenetration_speed: 1.0,
+            hold_sticking_above: 16,
         }
     }
 }
@@ -486,6 +493,36 @@ impl Body {
         };
         let proj = proj.as_dvec3();
         (proj, self.normal_at(proj))
+    }
+
+    /// Coulomb's two sides for a cloth resting on this body, given the force `force` the body
+    /// must push it with and the mass-weighted mean outward normal `mean_normal` of the nodes
+    /// touching it: the part that presses (normal; negative when the force would pull the
+    /// cloth on) and the part that would slide it along the surface (slip). On a plane: the
+    /// force along and across its normal. On a capsule: the force across the axis presses and
+    /// the force along it slides; the cloth hanging over a bar is not turned about the axis by
+    /// this judgement (section 5.6 of docs/fidelity.md says why). On a ball: the force along and
+    /// across the mean normal.
+    fn cone(&self, force: DVec3, mean_normal: DVec3) -> (f64, f64) {
+        let pulls = force.dot(mean_normal) < 0.0;
+        match &self.shape {
+            Inflated::Capsule(_) => {
+                let axis = self.pose.transform_vector(DVec3::Y);
+                let along = force.dot(axis);
+                let across = (force - along * axis).length();
+                (if pulls { -across } else { across }, along.abs())
+            }
+            Inflated::Ball(_) => {
+                let n = mean_normal.normalize_or_zero();
+                let normal = force.dot(n);
+                (normal, (force - normal * n).length())
+            }
+            Inflated::Plane(..) => {
+                let n = self.pose.transform_vector(DVec3::Y);
+                let normal = force.dot(n);
+                (normal, (force - normal * n).length())
+            }
+        }
     }
 
     /// Outward normal at a local surface point.
@@ -608,6 +645,17 @@ pub(crate) struct ContactPass {
     /// After [`ContactPass::finish`]: each node in contact, the outward normal and the
     /// displacement over the substep of the body's surface point under it.
     pub touched: Vec<(u32, DVec3, DVec3)>,
+    /// Per node: sticking to its body (static friction) after the previous substep.
+    sticking: Vec<bool>,
+    /// Nodes held on their body for this substep ([`ContactPass::hold`]): node and where the
+    /// body carried it.
+    pub stuck: Vec<(u32, DVec3)>,
+    /// Per node: in `stuck`.
+    is_stuck: Vec<bool>,
+    /// Body of each entry of `touched`.
+    touched_body: Vec<u32>,
+    /// Per body: touching mass, mass-weighted normal, and whether the cloth sticks to it.
+    body_load: Vec<(f64, DVec3, bool)>,
 }
 
 impl std::fmt::Debug for Body {
@@ -677,6 +725,10 @@ const TOUCH: f64 = 1e-4;
 /// [`ContactPass::finish`]).
 pub(crate) const FRICTION_STRAIN_TOLERANCE: f64 = 0.03;
 
+/// Most a touching node may move relative to its body over a substep, along the surface, and
+/// start sticking to it in the next (metres).
+pub(crate) const STICK_SLIP: f64 = 1e-4;
+
 /// How far beyond its predicted path a node may wander during the iterations and still be
 /// tested (metres).
 const SLACK: f64 = 0.02;
@@ -686,10 +738,17 @@ impl ContactPass {
     /// its nodes touched a body after its last substep, and reserves room for every node being
     /// a candidate, so that the passes of this step allocate only when a node meets several
     /// bodies at once.
-    pub fn load(&mut self, touching: &[bool]) {
+    pub fn load(&mut self, touching: &[bool], sticking: &[bool]) {
         let nodes = touching.len();
         self.was_touching.clear();
         self.was_touching.extend_from_slice(touching);
+        self.sticking.clear();
+        self.sticking.extend_from_slice(sticking);
+        self.is_stuck.clear();
+        self.is_stuck.resize(nodes, false);
+        self.stuck.clear();
+        self.stuck.reserve(nodes);
+
         self.held.resize(nodes, false);
         // Cleared here and refilled by `prepare`.
         self.candidates.clear();
@@ -727,8 +786,13 @@ impl ContactPass {
         self.last_contacts = 0;
         self.impacts = 0;
         self.max_push = settings.max_depenetration_speed * h;
+        for &(i, _) in &self.stuck {
+            self.is_stuck[i as usize] = false;
+        }
+        self.stuck.clear();
         if !settings.enabled || colliders.is_empty() {
             self.was_touching.fill(false);
+            self.sticking.fill(false);
             return;
         }
         let margin = settings.thickness + SLACK;
@@ -782,6 +846,113 @@ impl ContactPass {
         self.sticky.resize(self.candidates.len(), false);
     }
 
+    /// Holds the sticking nodes on their bodies for this substep (static friction): every node
+    /// that ended the last substep touching a body and within the friction cone
+    /// ([`ContactPass::judge`]) gets a target where the body carried the point it rests on, and
+    /// the solver keeps it there exactly. Only when more than `min_count` nodes stick: fewer
+    /// are left to the coupled contact solve and the friction pass, which cost less than the
+    /// refactorisation holding them needs.
+    pub fn hold(&mut self, x_start: &[DVec3], min_count: usize) {
+        for (k, &(i, c)) in self.candidates.iter().enumerate() {
+            let iu = i as usize;
+            if !self.sticking[iu] || self.is_stuck[iu] {
+                continue;
+            }
+            let (b0, b1) = (&self.bodies0[c as usize], &self.bodies1[c as usize]);
+            let local = b0.pose.inverse_transform_point(x_start[iu]);
+            if b0.signed_distance(local) > TOUCH {
+                continue;
+            }
+            let on = if b1.signed_distance(local) < 0.0 {
+                b1.project(local).0
+            } else {
+                local
+            };
+            self.stuck.push((i, b1.pose.transform_point(on)));
+            self.is_stuck[iu] = true;
+            self.hit[k] = true;
+        }
+        if self.stuck.len() <= min_count {
+            self.unstick();
+        }
+    }
+
+    /// Lets every held node go (the substep solves without holding them).
+    pub fn unstick(&mut self) {
+        for &(i, _) in &self.stuck {
+            self.is_stuck[i as usize] = false;
+        }
+        self.stuck.clear();
+        for (k, &(i, _)) in self.candidates.iter().enumerate() {
+            if self.sticking[i as usize] {
+                self.hit[k] = false;
+            }
+        }
+    }
+
+    /// After a substep: which nodes stick to their body in the next one. The cloth sticks to a
+    /// body while the force the body must push it with presses it on and could not slide it
+    /// against Coulomb friction ([`Body::cone`]); then the nodes held this substep keep sticking
+    /// and the other touching nodes start once they move less than [`STICK_SLIP`] over the
+    /// substep relative to the body. With no friction nothing sticks.
+    ///
+    /// The force is `load`: the cloth's momentum balance over the substep, the sum over its
+    /// free nodes of `m (x - x~) / h~^2` (mass times acceleration, less gravity and whatever
+    /// else the prediction `x~` holds), averaged over the last substeps by the caller. The
+    /// cloth's own forces cancel in that sum, so it holds however far the iterations are from
+    /// converged, which per-node forces do not: an almost inextensible cloth with a strain of
+    /// 1e-5 between two held neighbours pulls them apart with a thousand times their weight
+    /// (docs/fidelity.md section 5.5). Several bodies share it in proportion to the mass
+    /// touching each. Moments are left out: the rotation of a cloth is what a local-global
+    /// iteration converges slowest, and moments taken from it were noise (section 5.6). Pins
+    /// carry part of a pinned cloth's weight, which this leaves with the bodies.
+    pub fn judge(
+        &mut self,
+        load: DVec3,
+        masses: &[f64],
+        friction: f64,
+        x_start: &[DVec3],
+        x: &[DVec3],
+    ) {
+        self.sticking.fill(false);
+        if friction <= 0.0 || self.touched.is_empty() {
+            return;
+        }
+        self.body_load.clear();
+        self.body_load
+            .resize(self.bodies1.len(), (0.0, DVec3::ZERO, false));
+        let mut touching_mass = 0.0;
+        for (&(i, normal, _), &c) in self.touched.iter().zip(&self.touched_body) {
+            let m = masses[i as usize];
+            self.body_load[c as usize].0 += m;
+            self.body_load[c as usize].1 += m * normal;
+            touching_mass += m;
+        }
+        for (c, entry) in self.body_load.iter_mut().enumerate() {
+            let (mass, weighted_normal, _) = *entry;
+            if mass <= 0.0 {
+                continue;
+            }
+            let force = mass / touching_mass * load;
+            let (normal, slip) = self.bodies1[c].cone(force, weighted_normal);
+            entry.2 = normal > 0.0 && slip <= friction * normal;
+        }
+        for k in 0..self.touched.len() {
+            let (i, normal, moved) = self.touched[k];
+            let iu = i as usize;
+            self.sticking[iu] = self.body_load[self.touched_body[k] as usize].2
+                && (self.is_stuck[iu] || {
+                    let rel = x[iu] - x_start[iu] - moved;
+                    (rel - rel.dot(normal) * normal).length() <= STICK_SLIP
+                });
+        }
+    }
+
+    /// Per node: sticking after the last substep (of the cloth [`ContactPass::load`]ed).
+    pub fn sticking(&self) -> &[bool] {
+        &self.sticking
+    }
+
     /// Finds the contacts of the iterate `x`: every candidate whose path from `x_start` enters
     /// its body, and every candidate held in an earlier iteration of this substep (so that the
     /// set does not flicker; [`ContactPass::release`] drops one the solve finds pulling).
@@ -791,6 +962,9 @@ impl ContactPass {
         for (k, &(i, c)) in self.candidates.iter().enumerate() {
             let (b0, b1) = (&self.bodies0[c as usize], &self.bodies1[c as usize]);
             let iu = i as usize;
+            if self.is_stuck[iu] {
+                continue;
+            }
             let p1 = b1.pose.inverse_transform_point(x[iu]);
             let p0 = b0.pose.inverse_transform_point(x_start[iu]);
             let (surface, n) = if self.sticky[k] {
@@ -865,6 +1039,9 @@ impl ContactPass {
         for (k, &(i, c)) in self.candidates.iter().enumerate() {
             let (b0, b1) = (&self.bodies0[c as usize], &self.bodies1[c as usize]);
             let i = i as usize;
+            if self.is_stuck[i] {
+                continue;
+            }
             let p0 = b0.pose.inverse_transform_point(x_start[i]);
             let p1 = b1.pose.inverse_transform_point(x[i]);
             if let Some((q, _, depth)) = b1.resolve(p0, p1, self.max_push) {
@@ -936,6 +1113,7 @@ impl ContactPass {
         restore(x, &self.held);
         // Friction moved nodes along tangent planes of curved bodies: push out once more.
         self.touched.clear();
+        self.touched_body.clear();
         self.impacts = 0;
         for (k, &(i, c)) in self.candidates.iter().enumerate() {
             let (b0, b1) = (&self.bodies0[c as usize], &self.bodies1[c as usize]);
@@ -952,6 +1130,7 @@ impl ContactPass {
                 let moved = x[i] - b0.pose.transform_point(local);
                 self.touched
                     .push((i as u32, b1.pose.transform_vector(n), moved));
+                self.touched_body.push(c);
                 if !self.was_touching[i] {
                     self.impacts += 1;
                 }
@@ -968,6 +1147,9 @@ impl ContactPass {
             let swept = self.swept[c as usize];
             for &i in free_nodes {
                 let i = i as usize;
+                if self.is_stuck[i] {
+                    continue;
+                }
                 let (a, b) = (x_start[i], x[i]);
                 let path = Aabb {
                     min: a.min(b),

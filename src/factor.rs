@@ -246,6 +246,15 @@ impl SymbolicFactor {
     }
 }
 
+/// Index buffers of a numeric factorisation, kept between refactorisations so that they
+/// allocate nothing.
+#[derive(Debug, Default)]
+pub(crate) struct FactorScratch {
+    sn_of: Vec<u32>,
+    iperm: Vec<u32>,
+    map: Vec<usize>,
+}
+
 /// The numeric values of a Cholesky factor for one matrix with the symbolic structure it was
 /// computed against.
 #[derive(Debug, Clone)]
@@ -263,35 +272,71 @@ impl NumericFactor {
     /// descendants' updates already applied) and sends its own update, dot products of its rows
     /// below, to the supernodes that own those rows' columns.
     pub fn factorize(symbolic: &SymbolicFactor, m: &CsrMatrix) -> Result<Self, ClothError> {
-        match &symbolic.sn_rows {
-            Rows::Narrow(rows) => Self::factorize_with(symbolic, rows, m),
-            Rows::Wide(rows) => Self::factorize_with(symbolic, rows, m),
+        let mut f = Self::empty();
+        f.refactor(symbolic, m, None, &mut FactorScratch::default())?;
+        Ok(f)
+    }
+
+    /// A factor of nothing, to [`Self::refactor`] into.
+    pub fn empty() -> Self {
+        Self {
+            inv_diag: Vec::new(),
+            off_vals: Vec::new(),
         }
     }
 
-    /// [`Self::factorize`] for the row-index type `R` of `sym`'s supernodes.
+    /// Factors `m` again into this factor's memory, as [`Self::factorize`] does, with the rows
+    /// and columns flagged in `decouple` (original row order) reduced to their diagonal entry:
+    /// those unknowns are held fixed by the right-hand side (a node pinned for a while, such as
+    /// a node sticking to a body). Allocates nothing once `self` and `scratch` have held a factor
+    /// of this size.
+    pub fn refactor(
+        &mut self,
+        symbolic: &SymbolicFactor,
+        m: &CsrMatrix,
+        decouple: Option<&[bool]>,
+        scratch: &mut FactorScratch,
+    ) -> Result<(), ClothError> {
+        match &symbolic.sn_rows {
+            Rows::Narrow(rows) => self.factorize_with(symbolic, rows, m, decouple, scratch),
+            Rows::Wide(rows) => self.factorize_with(symbolic, rows, m, decouple, scratch),
+        }
+    }
+
+    /// [`Self::refactor`] for the row-index type `R` of `sym`'s supernodes.
     fn factorize_with<R>(
+        &mut self,
         sym: &SymbolicFactor,
         rows: &[R],
         m: &CsrMatrix,
-    ) -> Result<Self, ClothError>
+        decouple: Option<&[bool]>,
+        scratch: &mut FactorScratch,
+    ) -> Result<(), ClothError>
     where
         R: Copy + Into<u32>,
     {
         let n = m.n;
-        let mut diag = vec![0.0; n];
-        let mut vals = vec![0.0; sym.factor_nnz() - n];
+        let diag = &mut self.inv_diag;
+        diag.clear();
+        diag.resize(n, 0.0);
+        let vals = &mut self.off_vals;
+        vals.clear();
+        vals.resize(sym.factor_nnz() - n, 0.0);
         let rows_of = |s: usize| &rows[sym.row_ptr[s] as usize..sym.row_ptr[s + 1] as usize];
         let row = |rs: &[R], k: usize| rs[k].into() as usize;
         // Supernode of each column.
-        let mut sn_of = vec![0u32; n];
+        let FactorScratch { sn_of, iperm, map } = scratch;
+        sn_of.clear();
+        sn_of.resize(n, 0);
         for s in 0..sym.supernodes() {
             sn_of[sym.sn_cols[s] as usize..sym.sn_cols[s + 1] as usize].fill(s as u32);
         }
-        let mut iperm = vec![0u32; n];
+        iperm.clear();
+        iperm.resize(n, 0);
         for (i, &p) in sym.perm.iter().enumerate() {
             iperm[p as usize] = i as u32;
         }
+        let kept = |a: usize, b: usize| decouple.is_none_or(|d| !(d[a] || d[b]));
         // Position of (row i, column j), i > j, in `vals`.
         let locate = |i: usize, j: usize, rows: &[R]| -> Option<usize> {
             let s = sn_of[j] as usize;
@@ -316,7 +361,7 @@ impl NumericFactor {
                 let i = iperm[c as usize] as usize;
                 if i == j {
                     diag[j] += x;
-                } else if i > j {
+                } else if i > j && kept(c as usize, sym.perm[j] as usize) {
                     let at = locate(i, j, rows).ok_or_else(|| {
                         ClothError::Factorization(
                             "matrix entry outside the analysed pattern".into(),
@@ -326,7 +371,6 @@ impl NumericFactor {
                 }
             }
         }
-        let mut map: Vec<usize> = Vec::new();
         for s in 0..sym.supernodes() {
             let (c0, c1) = (sym.sn_cols[s] as usize, sym.sn_cols[s + 1] as usize);
             let w = c1 - c0;
@@ -402,11 +446,10 @@ impl NumericFactor {
                 b = g1;
             }
         }
-        let inv_diag = diag.iter().map(|d| 1.0 / d).collect();
-        Ok(Self {
-            inv_diag,
-            off_vals: vals,
-        })
+        for d in diag.iter_mut() {
+            *d = 1.0 / *d;
+        }
+        Ok(())
     }
 
     /// Solves `P A P^T y = b` in place for three right-hand sides at once (x, y, z of each row),

@@ -184,6 +184,8 @@ pub struct ClothModel {
     pub(crate) symbolic: Option<SymbolicFactor>,
     /// Factor of `M / h~^2 + S_FF` for the integrator's scheme (none when every node is pinned).
     pub(crate) factor: Option<NumericFactor>,
+    /// `K` itself, assembled on first use ([`ClothModel::system`]).
+    pub(crate) system: std::sync::OnceLock<CsrMatrix>,
     pub(crate) stats: ModelStats,
 }
 
@@ -225,76 +227,21 @@ impl ClothModel {
             }
         }
 
-        // S = sum_c w_c A_c^T A_c over all nodes.
-        let mut triplets = Vec::new();
-        terms.add_to_matrix(&mut triplets);
-        let stiffness = CsrMatrix::from_triplets(n, &mut triplets);
-        drop(triplets);
-
-        // Split into the free-free block (with a zero diagonal slot for the mass term) and the
-        // free-pinned coupling.
-        // Free indices grow with node indices, so each row's columns stay sorted; the diagonal
-        // slot is inserted in order if the row has none.
-        let nf = free_nodes.len();
-        let mut base = CsrMatrix {
-            n: nf,
-            row_ptr: Vec::with_capacity(nf + 1),
-            cols: Vec::with_capacity(stiffness.nnz() + nf),
-            vals: Vec::with_capacity(stiffness.nnz() + nf),
-        };
-        base.row_ptr.push(0);
-        let mut coupling = PinCoupling {
-            row_ptr: vec![0],
-            ..Default::default()
-        };
-        for (fi, &node) in free_nodes.iter().enumerate() {
-            let (cols, vals) = stiffness.row(node as usize);
-            let mut diagonal = false;
-            for (&c, &v) in cols.iter().zip(vals) {
-                match unknown[c as usize] {
-                    PINNED => {
-                        coupling.pins.push(c);
-                        coupling.vals.push(v);
-                    }
-                    fj => {
-                        if !diagonal && fj >= fi as u32 {
-                            if fj > fi as u32 {
-                                base.cols.push(fi as u32);
-                                base.vals.push(0.0);
-                            }
-                            diagonal = true;
-                        }
-                        base.cols.push(fj);
-                        base.vals.push(v);
-                    }
-                }
-            }
-            if !diagonal {
-                base.cols.push(fi as u32);
-                base.vals.push(0.0);
-            }
-            base.row_ptr.push(base.cols.len() as u32);
-            coupling.row_ptr.push(coupling.pins.len() as u32);
-        }
-
         let h = settings.substep();
+        let ht = scheme_of(settings.integrator).effective_step(h);
+        let nf = free_nodes.len();
+        let (k, coupling) = assemble_system(&terms, &masses, &unknown, &free_nodes, ht);
         let factor_start = std::time::Instant::now();
         let (symbolic, factor) = if nf == 0 {
             (None, None)
         } else {
-            let mut symbolic = SymbolicFactor::analyze(&base)?;
-            let ht = scheme_of(settings.integrator).effective_step(h);
-            let mut k = base.clone();
-            for (fi, &node) in free_nodes.iter().enumerate() {
-                let (cols, _) = k.row(fi);
-                let d = cols.binary_search(&(fi as u32)).unwrap_or(0);
-                let at = k.row_ptr[fi] as usize + d;
-                k.vals[at] += masses[node as usize] / (ht * ht);
-            }
+            let mut symbolic = SymbolicFactor::analyze(&k)?;
             let numeric = NumericFactor::factorize(&symbolic, &k)?;
             symbolic.release_analysis();
             (Some(symbolic), Some(numeric))
         };
+        let matrix_nnz = k.nnz();
+        drop(k);
 
         let factor_seconds = factor_start.elapsed().as_secs_f64();
         let solve_order: Vec<u32> = match &symbolic {
@@ -304,7 +251,7 @@ impl ClothModel {
         let stats = ModelStats {
             nodes: n,
             free_nodes: nf,
-            matrix_nnz: base.nnz(),
+            matrix_nnz,
             factor_nnz: symbolic.as_ref().map_or(0, |s| s.factor_nnz()),
             factor_bytes: factor.as_ref().map_or(0, |f| f.bytes()),
             build_seconds: start.elapsed().as_secs_f64(),
@@ -328,6 +275,7 @@ impl ClothModel {
             coupling,
             symbolic,
             factor,
+            system: std::sync::OnceLock::new(),
             stats,
         }))
     }
@@ -368,10 +316,92 @@ impl ClothModel {
         &self.stats
     }
 
+    /// The factored matrix `K` over the free nodes (free-node order), assembled again on first
+    /// use and kept: only cloths that refactor with nodes held on a body need it (see
+    /// [`crate::solver`]), so a model that never does holds no copy.
+    pub(crate) fn system(&self) -> &CsrMatrix {
+        self.system.get_or_init(|| {
+            let mut unknown = vec![0u32; self.mesh.node_count()];
+            for &p in &self.pins {
+                unknown[p as usize] = PINNED;
+            }
+            for (fi, &node) in self.free_nodes.iter().enumerate() {
+                unknown[node as usize] = fi as u32;
+            }
+            let ht = self.scheme().effective_step(self.settings.substep());
+            assemble_system(&self.terms, &self.masses, &unknown, &self.free_nodes, ht).0
+        })
+    }
+
     /// The scheme every substep solves with (the factor's `h~`).
     pub(crate) fn scheme(&self) -> Scheme {
         scheme_of(self.settings.integrator)
     }
+}
+
+/// The system matrix over the free nodes, `K = M / h~^2 + S_FF` (rows in free-node order, with a
+/// diagonal entry in every row), and the free-pinned coupling `S_FP`. `unknown` maps each node
+/// to its free index or [`PINNED`].
+fn assemble_system(
+    terms: &Terms,
+    masses: &[f64],
+    unknown: &[u32],
+    free_nodes: &[u32],
+    ht: f64,
+) -> (CsrMatrix, PinCoupling) {
+    let n = unknown.len();
+    // S = sum_c w_c A_c^T A_c over all nodes.
+    let mut triplets = Vec::new();
+    terms.add_to_matrix(&mut triplets);
+    let stiffness = CsrMatrix::from_triplets(n, &mut triplets);
+    drop(triplets);
+
+    // Split into the free-free block (with a diagonal slot for the mass term) and the
+    // free-pinned coupling. Free indices grow with node indices, so each row's columns stay
+    // sorted; the diagonal slot is inserted in order if the row has none.
+    let nf = free_nodes.len();
+    let mut k = CsrMatrix {
+        n: nf,
+        row_ptr: Vec::with_capacity(nf + 1),
+        cols: Vec::with_capacity(stiffness.nnz() + nf),
+        vals: Vec::with_capacity(stiffness.nnz() + nf),
+    };
+    k.row_ptr.push(0);
+    let mut coupling = PinCoupling {
+        row_ptr: vec![0],
+        ..Default::default()
+    };
+    for (fi, &node) in free_nodes.iter().enumerate() {
+        let (cols, vals) = stiffness.row(node as usize);
+        let mass = masses[node as usize] / (ht * ht);
+        let mut diagonal = false;
+        for (&c, &v) in cols.iter().zip(vals) {
+            match unknown[c as usize] {
+                PINNED => {
+                    coupling.pins.push(c);
+                    coupling.vals.push(v);
+                }
+                fj => {
+                    if !diagonal && fj >= fi as u32 {
+                        if fj > fi as u32 {
+                            k.cols.push(fi as u32);
+                            k.vals.push(mass);
+                        }
+                        diagonal = true;
+                    }
+                    k.cols.push(fj);
+                    k.vals.push(if fj == fi as u32 { v + mass } else { v });
+                }
+            }
+        }
+        if !diagonal {
+            k.cols.push(fi as u32);
+            k.vals.push(mass);
+        }
+        k.row_ptr.push(k.cols.len() as u32);
+        coupling.row_ptr.push(coupling.pins.len() as u32);
+    }
+    (k, coupling)
 }
 
 /// The scheme, and so the factored matrix, of an integrator: BDF2 runs every step as BDF2, its

@@ -31,7 +31,7 @@
 use glam::{DVec3, Vec3};
 
 use crate::collision::ContactPass;
-use crate::factor::{Lane4, NumericFactor, SymbolicFactor};
+use crate::factor::{FactorScratch, Lane4, NumericFactor, SymbolicFactor};
 use crate::measures::node_strain;
 use crate::model::{ClothModel, SolverMethod};
 
@@ -156,13 +156,37 @@ pub(crate) fn solve_substep(
     x: &mut [DVec3],
     scratch: &mut Scratch,
     contact: &mut Contact<'_>,
+    held: &mut HeldFactor,
 ) {
-    let (Some(symbolic), Some(factor)) = (model.symbolic.as_ref(), model.factor.as_ref()) else {
+    let (Some(symbolic), Some(base_factor)) = (model.symbolic.as_ref(), model.factor.as_ref())
+    else {
         return; // every node pinned: nothing to solve
     };
     let h = model.settings.substep();
     let ht = model.scheme().effective_step(h);
     let inv_ht2 = 1.0 / (ht * ht);
+
+    // Nodes sticking to a body are held where it carried them, by a factor of `K` with their
+    // rows decoupled (refactored only when the set changes).
+    contact.factor_version = 0;
+    let mut factor = base_factor;
+    let mut mask = None;
+    if !contact.pass.stuck.is_empty() {
+        match (
+            held.prepare(model, symbolic, &contact.pass.stuck),
+            &held.factor,
+        ) {
+            (Some(version), Some(f)) => {
+                for &(node, target) in &contact.pass.stuck {
+                    x[node as usize] = target;
+                }
+                factor = f;
+                mask = Some(&held.row_mask[..]);
+                contact.factor_version = version;
+            }
+            _ => contact.pass.unstick(),
+        }
+    }
 
     // The linear algebra (right-hand sides, solves, L-BFGS vectors) runs relative to a point on
     // the cloth: every term depends on differences of positions only, and far from the world
@@ -171,8 +195,8 @@ pub(crate) fn solve_substep(
     // fast without this).
     scratch.origin = x[model.free_nodes[0] as usize];
     let origin = scratch.origin;
-    match model.settings.method {
-        SolverMethod::LocalGlobal => {
+    match (model.settings.method, mask) {
+        (SolverMethod::LocalGlobal, None) => {
             // Constant right-hand side: M (x~ - o) / h~^2 - S_FP (x_P - o) (free rows only are
             // read).
             let x_tilde = std::mem::take(&mut scratch.x_tilde);
@@ -182,9 +206,17 @@ pub(crate) fn solve_substep(
             scratch.x_tilde = x_tilde;
             local_global(model, symbolic, factor, iterations, x, scratch, contact)
         }
-        SolverMethod::Lbfgs { .. } => lbfgs(
-            model, symbolic, factor, inv_ht2, iterations, x, scratch, contact,
-        ),
+        // Local-global with held nodes runs in its gradient form (L-BFGS without memory: each
+        // step is `x - K^-1 g`), which needs no right-hand side coupling to the held rows.
+        (method, mask) => {
+            let history = match method {
+                SolverMethod::Lbfgs { history } => history as usize,
+                SolverMethod::LocalGlobal => 0,
+            };
+            lbfgs(
+                model, symbolic, factor, inv_ht2, iterations, history, mask, x, scratch, contact,
+            )
+        }
     }
     if contact.pass.active() {
         contact.pass.finish(
@@ -195,6 +227,70 @@ pub(crate) fn solve_substep(
             |x, node| node_strain(&model.mesh, x, node),
             |x, held| restore_conformity(model, x, held),
         );
+    }
+}
+
+/// Nodes held on a body (sticking contacts) and the factor that holds them: `K` with their
+/// rows and columns reduced to the diagonal, so a solve leaves them where they are. Lives in
+/// the workspace; refactored only when the held set (or the model) changes.
+#[derive(Debug, Default)]
+pub(crate) struct HeldFactor {
+    /// The model and held nodes (sorted) the factor was made for.
+    owner: Option<u64>,
+    nodes: Vec<u32>,
+    /// Per free index (the matrix's rows): held.
+    decouple: Vec<bool>,
+    /// Per factor row: held.
+    row_mask: Vec<bool>,
+    factor: Option<NumericFactor>,
+    scratch: FactorScratch,
+    /// Changes with every refactorisation (0 is the model's own factor).
+    version: u64,
+    /// Refactorisations so far.
+    pub refactors: u64,
+}
+
+impl HeldFactor {
+    /// Makes `factor` hold `stuck`, refactoring if needed, and returns its version; `None` if
+    /// the factorisation fails (the nodes are then not held).
+    fn prepare(
+        &mut self,
+        model: &ClothModel,
+        symbolic: &SymbolicFactor,
+        stuck: &[(u32, DVec3)],
+    ) -> Option<u64> {
+        let same = self.owner == Some(model.id)
+            && self.nodes.len() == stuck.len()
+            && self.nodes.iter().zip(stuck).all(|(&a, &(b, _))| a == b);
+        if !same {
+            self.owner = None;
+            self.nodes.clear();
+            self.nodes.extend(stuck.iter().map(|&(n, _)| n));
+            let nf = model.free_nodes.len();
+            self.decouple.clear();
+            self.decouple.resize(nf, false);
+            for &node in &self.nodes {
+                if let Ok(fi) = model.free_nodes.binary_search(&node) {
+                    self.decouple[fi] = true;
+                }
+            }
+            self.row_mask.clear();
+            self.row_mask
+                .extend(symbolic.perm().iter().map(|&fi| self.decouple[fi as usize]));
+            let factor = self.factor.get_or_insert_with(NumericFactor::empty);
+            factor
+                .refactor(
+                    symbolic,
+                    model.system(),
+                    Some(&self.decouple),
+                    &mut self.scratch,
+                )
+                .ok()?;
+            self.version += 1;
+            self.refactors += 1;
+            self.owner = Some(model.id);
+        }
+        Some(self.version)
     }
 }
 
@@ -239,14 +335,16 @@ pub(crate) struct Contact<'a> {
     pub max_coupled: usize,
     /// Columns of `K^-1` for contact nodes, and the dense contact system.
     pub cache: &'a mut ContactSolve,
+    /// Which factor the solve uses (0: the model's; otherwise a [`HeldFactor`] version).
+    pub factor_version: u64,
 }
 
 /// Workspace of the coupled contact solve: cached columns of `K^-1` (one per contact node, in
 /// the factor's ordering, for the factor they were computed with) and the dense Schur system.
 #[derive(Debug, Default)]
 pub(crate) struct ContactSolve {
-    /// Which model (its id, and so its factor) the cached columns belong to.
-    owner: Option<u64>,
+    /// Which model (its id) and factor version the cached columns belong to.
+    owner: Option<(u64, u64)>,
     /// `columns[s * nf..(s + 1) * nf]`: the column in slot `s`.
     columns: Vec<f64>,
     /// Factor row held by each slot (`u32::MAX`: empty).
@@ -269,10 +367,10 @@ pub(crate) struct ContactSolve {
 impl ContactSolve {
     /// Sizes the cache for `model` and up to `max_coupled` contacts (allocates only when the
     /// sizes change).
-    fn prepare(&mut self, model: &ClothModel, max_coupled: usize) {
+    fn prepare(&mut self, model: &ClothModel, max_coupled: usize, version: u64) {
         let nf = model.free_nodes.len();
         let n = model.mesh.node_count();
-        let owner = Some(model.id);
+        let owner = Some((model.id, version));
         if self.owner == owner && self.slot_owner.len() == max_coupled {
             return;
         }
@@ -356,7 +454,7 @@ fn coupled_contact(
         return;
     }
     let cs = &mut *contact.cache;
-    cs.prepare(model, contact.max_coupled);
+    cs.prepare(model, contact.max_coupled, contact.factor_version);
     let nf = model.free_nodes.len();
     cs.round += 1;
     for _round in 0..4 {
@@ -614,6 +712,20 @@ fn dot_f32(a: &[Vec3], b: &[DVec3]) -> f64 {
     a.iter().zip(b).map(|(p, q)| p.as_dvec3().dot(*q)).sum()
 }
 
+/// Zeroes the gradient on the held rows (`mask`, factor ordering): with the held factor those
+/// rows then stay put.
+fn mask_gradient(g: &mut [DVec3], mask: Option<&[bool]>) {
+    if let Some(mask) = mask {
+        for (gi, &held) in g.iter_mut().zip(mask) {
+            if held {
+                *gi = DVec3::ZERO;
+            }
+        }
+    }
+}
+
+/// L-BFGS iterations with `history` correction pairs (at most the workspace's), holding the
+/// rows flagged in `mask` (factor ordering) where they are.
 #[allow(clippy::too_many_arguments)]
 fn lbfgs(
     model: &ClothModel,
@@ -621,17 +733,20 @@ fn lbfgs(
     factor: &NumericFactor,
     inv_ht2: f64,
     iterations: u32,
+    history: usize,
+    mask: Option<&[bool]>,
     x: &mut [DVec3],
     scratch: &mut Scratch,
     contact: &mut Contact<'_>,
 ) {
     let mut lb = std::mem::take(&mut scratch.lbfgs);
-    let m = lb.s.len();
+    let m = history.min(lb.s.len());
     lb.len = 0;
     for (xi, &node) in lb.x.iter_mut().zip(&model.solve_order) {
         *xi = x[node as usize] - scratch.origin;
     }
     let mut f = evaluate(model, inv_ht2, &lb.x, &mut lb.g, x, scratch);
+    mask_gradient(&mut lb.g, mask);
     for _ in 0..iterations {
         // Two-loop recursion: d = -H g with H0 = K^-1.
         lb.d.copy_from_slice(&lb.g);
@@ -680,6 +795,7 @@ fn lbfgs(
                 *t = xi + step * di;
             }
             f_trial = evaluate(model, inv_ht2, &lb.x_trial, &mut lb.g_trial, x, scratch);
+            mask_gradient(&mut lb.g_trial, mask);
             if plain_step || f_trial <= f + ARMIJO * step * gd || tries == MAX_BACKTRACKS {
                 break;
             }
@@ -690,26 +806,29 @@ fn lbfgs(
             // No decrease even at the smallest step: drop the curvature pairs and retry from
             // here with the local-global direction.
             f = evaluate(model, inv_ht2, &lb.x, &mut lb.g, x, scratch);
+            mask_gradient(&mut lb.g, mask);
             lb.len = 0;
             continue;
         }
         // New correction pair.
-        let slot = if lb.len == 0 { 0 } else { (lb.newest + 1) % m };
-        let (mut sy, mut yy) = (0.0, 0.0);
-        for i in 0..lb.x.len() {
-            // Rounded as stored, so that rho belongs to the pair the recursion uses.
-            let s = (lb.x_trial[i] - lb.x[i]).as_vec3();
-            let y = (lb.g_trial[i] - lb.g[i]).as_vec3();
-            lb.s[slot][i] = s;
-            lb.y[slot][i] = y;
-            let (s, y) = (s.as_dvec3(), y.as_dvec3());
-            sy += s.dot(y);
-            yy += y.dot(y);
-        }
-        if sy > 1e-12 * yy && m > 0 {
-            lb.rho[slot] = 1.0 / sy;
-            lb.newest = slot;
-            lb.len = (lb.len + 1).min(m);
+        if m > 0 {
+            let slot = if lb.len == 0 { 0 } else { (lb.newest + 1) % m };
+            let (mut sy, mut yy) = (0.0, 0.0);
+            for i in 0..lb.x.len() {
+                // Rounded as stored, so that rho belongs to the pair the recursion uses.
+                let s = (lb.x_trial[i] - lb.x[i]).as_vec3();
+                let y = (lb.g_trial[i] - lb.g[i]).as_vec3();
+                lb.s[slot][i] = s;
+                lb.y[slot][i] = y;
+                let (s, y) = (s.as_dvec3(), y.as_dvec3());
+                sy += s.dot(y);
+                yy += y.dot(y);
+            }
+            if sy > 1e-12 * yy {
+                lb.rho[slot] = 1.0 / sy;
+                lb.newest = slot;
+                lb.len = (lb.len + 1).min(m);
+            }
         }
         std::mem::swap(&mut lb.x, &mut lb.x_trial);
         std::mem::swap(&mut lb.g, &mut lb.g_trial);
@@ -724,6 +843,7 @@ fn lbfgs(
                     *t = x[node as usize] - scratch.origin;
                 }
                 f = evaluate(model, inv_ht2, &lb.x, &mut lb.g, x, scratch);
+                mask_gradient(&mut lb.g, mask);
             }
         }
     }

@@ -18,7 +18,7 @@ use glam::DVec3;
 use crate::cloth::ClothState;
 use crate::collision::ContactPass;
 use crate::model::ClothModel;
-use crate::solver::{ContactSolve, Scratch};
+use crate::solver::{ContactSolve, HeldFactor, Scratch};
 
 /// Scratch memory for [`Cloth::step_in`](crate::Cloth::step_in); see the module docs.
 #[derive(Debug, Default)]
@@ -32,6 +32,8 @@ pub struct Workspace {
     pub(crate) last_good: ClothState,
     pub(crate) contact_pass: ContactPass,
     pub(crate) contact_solve: ContactSolve,
+    /// The factor holding sticking nodes on their bodies, while some are.
+    pub(crate) held_factor: HeldFactor,
 }
 
 impl Workspace {

@@ -54,29 +54,12 @@ fn kinetic(cloth: &Cloth) -> f64 {
     cloth.measures().kinetic_energy
 }
 
-/// A 0.6 m sheet dropped 0.2 m onto a 0.1 m capsule should drape over it and come to rest on
-/// it: over 4 s no node deeper than 0.1 mm inside the body's thickness layer at any frame,
-/// kinetic energy at the end below 1 % of the energy the fall released, strain at rest below
-/// 0.1 % and during the impact below 10 %.
-///
-/// **Known failing, ignored until the contact solver is fixed (collision issue open).**
-/// Measured (2026-11-22): penetration is fine (2e-8 m), but the sheet slides off at 8 x 50
-/// (thrown up at first contact), 4 x 10 and 2 x 5 (781 and 796 % strain during the wrap).
-/// Holding sticking nodes exactly through a refactored matrix kept it on at all three
-/// (docs/fidelity.md section 5.5, not landed: its friction test is unreliable). Coupling every
-/// contact exactly into the global solve gave 0.15 % at 8 x 50, but costs a dense solve per
-/// iteration in the number of contacts (66 ms per frame for 441 contacts). Substep-by-substep
-/// anatomy (BDF2 rebound next to the contact line, the fallback beyond the coupling cap,
-/// friction locking a strained wrap): docs/fidelity.md section 5.2.
-#[test]
-#[ignore = "known failing: the draped sheet slides off or keeps strain; see the doc comment"]
-fn sheet_dropped_on_a_capsule_comes_to_rest_on_it() {
-    let settings = SolverSettings {
-        substeps: 8,
-        iterations: 50,
-        ..Default::default()
-    };
-    let mut cloth = sheet_with(0.6, 12, 0.3, &[], false, settings);
+/// Drops a 0.6 m sheet (12 x 12 base cells, friction 0.3) from height `y` onto a lying capsule
+/// of radius 0.1 m for 4 s: (worst penetration into the thickness layer, worst max strain, max
+/// strain at the end, kinetic energy at the end over the energy the fall released, centre of
+/// mass height at the end).
+fn drop_on_capsule(settings: SolverSettings, y: f64) -> (f64, f64, f64, f64, f64) {
+    let mut cloth = sheet_with(0.6, 12, y, &[], false, settings);
     let mut colliders = ColliderSet::new();
     let (shape, pose) = lying_capsule(DVec3::ZERO, 0.4, 0.1, 0.0);
     colliders.add(shape, pose).unwrap();
@@ -91,18 +74,58 @@ fn sheet_dropped_on_a_capsule_comes_to_rest_on_it() {
     }
     let released = e0 - cloth.measures().gravitational_energy;
     assert!(released > 0.0);
-    let rest_strain = cloth.measures().max_strain;
-    assert!(worst_pen < 1e-4, "penetration {worst_pen}");
-    assert!(worst_strain < 0.1, "strain {worst_strain}");
-    assert!(rest_strain < 1e-3, "strain at rest {rest_strain}");
-    assert!(
-        kinetic(&cloth) < 0.01 * released,
-        "kinetic {} released {released}",
-        kinetic(&cloth)
-    );
-    // It is on the capsule, not fallen past it.
-    let lowest_center = cloth.center_of_mass().y;
-    assert!(lowest_center > -0.3, "{lowest_center}");
+    (
+        worst_pen,
+        worst_strain,
+        cloth.measures().max_strain,
+        kinetic(&cloth) / released,
+        cloth.center_of_mass().y,
+    )
+}
+
+/// At the default budget (2 x 5), a 0.6 m sheet dropped onto a 0.1 m capsule from 0.15 to
+/// 0.25 m above it drapes over it and comes to rest on it: over 4 s no node deeper than 0.1 mm
+/// inside the body's thickness layer at any frame, no strain spike (max strain below 10 % at
+/// every frame; measured 2.4-5.4 %), kinetic energy at the end below 1 % of what the fall
+/// released, and the sheet on the capsule, not fallen past it. Before sticking contacts were
+/// held in the solve (docs/fidelity.md section 5.6) every one of these drops wrapped with
+/// 770-810 % strain and fell off. Strain at rest is pinned below 4 % (measured 0.6-3.2 %):
+/// friction keeps what the wrap had when the nodes stuck, above the 1 % the fidelity targets
+/// ask for, a known gap.
+#[test]
+fn sheet_dropped_on_a_capsule_comes_to_rest_on_it() {
+    for y in [0.25, 0.3, 0.31, 0.35] {
+        let (pen, worst, rest, kinetic, height) = drop_on_capsule(SolverSettings::default(), y);
+        assert!(pen < 1e-4, "from {y}: penetration {pen}");
+        assert!(worst < 0.1, "from {y}: strain {worst}");
+        assert!(rest < 0.04, "from {y}: strain at rest {rest}");
+        assert!(kinetic < 0.01, "from {y}: kinetic / released {kinetic}");
+        assert!(height > -0.05, "from {y}: fell to {height}");
+    }
+}
+
+/// The same drop at a high budget (8 x 50) should rest too, with strain at rest below 0.1 %.
+///
+/// **Known failing, ignored until fixed (collision issue open).** Measured (2026-11-22): from
+/// 0.25 and 0.3 m it rests (3.1 % and 0.88 % strain at rest); from 0.31 and 0.35 m the sheet
+/// is thrown at its first contact, before any node sticks (25 nodes, coupled; L-BFGS memory
+/// extrapolated from the projected iterate, docs/fidelity.md section 5.3), and falls off.
+#[test]
+#[ignore = "known failing: thrown at first contact at 8 x 50 from some heights; see the doc comment"]
+fn sheet_dropped_on_a_capsule_at_a_high_budget_comes_to_rest_on_it() {
+    let settings = SolverSettings {
+        substeps: 8,
+        iterations: 50,
+        ..Default::default()
+    };
+    for y in [0.25, 0.3, 0.31, 0.35] {
+        let (pen, worst, rest, kinetic, height) = drop_on_capsule(settings, y);
+        assert!(pen < 1e-4, "from {y}: penetration {pen}");
+        assert!(worst < 0.1, "from {y}: strain {worst}");
+        assert!(rest < 1e-3, "from {y}: strain at rest {rest}");
+        assert!(kinetic < 0.01, "from {y}: kinetic / released {kinetic}");
+        assert!(height > -0.05, "from {y}: fell to {height}");
+    }
 }
 
 /// Centre-of-mass travel along the axis of a capsule that tilts from level to 20 degrees
@@ -150,13 +173,12 @@ fn friction_holds_a_sheet_on_a_tilted_capsule_and_zero_friction_lets_it_slide() 
     }
 }
 
-/// The same with the default settings, where resting contacts are coupled into the global
-/// solve: **known failing, ignored until fixed**. Measured: held 1.3-1.8 cm from start heights
-/// 0.108 and 0.112 m, but thrown off and slid 9.6 m from 0.106, 0.107 and 0.11 m (a strain
-/// spike of 24 % while tilting launches the sheet). The coupled solve is what stops a fast limb
-/// tunnelling, so it stays on by default; see docs/fidelity.md section 5.
+/// The same with the default settings, where sticking contacts are held in the global solve
+/// (docs/fidelity.md section 5.6): friction 0.8 holds the sheet from every start height tried,
+/// less than 3 cm of travel (measured 1.8-2.6 cm, most of it the hanging sides settling under
+/// the tilted bar). Before, coupled resting contact threw it off from three of these heights
+/// (9.6 m).
 #[test]
-#[ignore = "known failing: coupled resting contact makes friction erratic; see the doc comment"]
 fn friction_holds_with_default_contact_settings() {
     let coupled = ContactSettings::default().max_coupled_contacts;
     for height in [0.105, 0.106, 0.107, 0.108, 0.11, 0.112] {
