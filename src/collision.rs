@@ -504,12 +504,12 @@ impl Body {
     /// this judgement (section 5.6 of docs/fidelity.md says why). On a ball: the force along and
     /// across the mean normal.
     fn cone(&self, force: DVec3, mean_normal: DVec3) -> (f64, f64) {
-        let pulls = force.dot(mean_normal) < 0.0;
         match &self.shape {
             Inflated::Capsule(_) => {
                 let axis = self.pose.transform_vector(DVec3::Y);
                 let along = force.dot(axis);
                 let across = (force - along * axis).length();
+                let pulls = force.dot(mean_normal) < 0.0;
                 (if pulls { -across } else { across }, along.abs())
             }
             Inflated::Ball(_) => {
@@ -727,7 +727,7 @@ pub(crate) const FRICTION_STRAIN_TOLERANCE: f64 = 0.03;
 
 /// Most a touching node may move relative to its body over a substep, along the surface, and
 /// start sticking to it in the next (metres).
-pub(crate) const STICK_SLIP: f64 = 1e-4;
+const STICK_SLIP: f64 = 1e-4;
 
 /// How far beyond its predicted path a node may wander during the iterations and still be
 /// tested (metres).
