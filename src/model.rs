@@ -39,6 +39,13 @@ pub enum SolverMethod {
         /// Correction pairs remembered (1..=16).
         history: u32,
     },
+    /// Newton's method on each substep's energy with the true (projected) Hessian, refactored
+    /// every iteration, run until the force residual is below a thousandth of a node's weight
+    /// or `iterations` Newton steps. The converged reference that budgeted runs are measured
+    /// against (`Cloth::relax`'s solver, with inertia): it allocates and costs milliseconds
+    /// per iteration, so it is not for the frame loop. Contacts are resolved after the solve
+    /// only (no coupled contact, no held nodes).
+    Newton,
 }
 
 impl Default for SolverMethod {

@@ -132,7 +132,7 @@ impl Scratch {
         self.solve.resize(model.free_nodes.len(), Lane4::default());
         let history = match model.settings.method {
             SolverMethod::Lbfgs { history } => history as usize,
-            SolverMethod::LocalGlobal => 0,
+            SolverMethod::LocalGlobal | SolverMethod::Newton => 0,
         };
         self.lbfgs.ensure(model.free_nodes.len(), history);
     }
@@ -171,6 +171,9 @@ pub(crate) fn solve_substep(
     contact.factor_version = 0;
     let mut factor = base_factor;
     let mut mask = None;
+    if model.settings.method == SolverMethod::Newton {
+        contact.pass.unstick(); // the reference solver holds nothing
+    }
     if !contact.pass.stuck.is_empty() {
         match (
             held.prepare(model, symbolic, &contact.pass.stuck),
@@ -196,6 +199,11 @@ pub(crate) fn solve_substep(
     scratch.origin = x[model.free_nodes[0] as usize];
     let origin = scratch.origin;
     match (model.settings.method, mask) {
+        (SolverMethod::Newton, _) => {
+            // A reference solver: any failure leaves the last accepted iterate, which the
+            // measures then show.
+            let _ = crate::equilibrium::newton_substep(model, x, inv_ht2, iterations, scratch);
+        }
         (SolverMethod::LocalGlobal, None) => {
             // Constant right-hand side: M (x~ - o) / h~^2 - S_FP (x_P - o) (free rows only are
             // read).
@@ -211,7 +219,7 @@ pub(crate) fn solve_substep(
         (method, mask) => {
             let history = match method {
                 SolverMethod::Lbfgs { history } => history as usize,
-                SolverMethod::LocalGlobal => 0,
+                SolverMethod::LocalGlobal | SolverMethod::Newton => 0,
             };
             lbfgs(
                 model, symbolic, factor, inv_ht2, iterations, history, mask, x, scratch, contact,

@@ -193,3 +193,66 @@ fn render_edge_term_suppresses_twist_mode_strain() {
     assert!(off > 0.1, "without the term: {off}");
     assert!(on < 0.01 && on_mean < 1e-3, "with the term: {on} {on_mean}");
 }
+
+/// Centre of mass per frame of a 0.5 m two-pin square (6 x 6 base cells, leather: k_b = 1e-2)
+/// released from horizontal, over `frames` frames at 60 Hz.
+fn released_square_path(settings: SolverSettings, frames: usize) -> Vec<glam::DVec3> {
+    let c = 6;
+    let base = BaseMesh::rectangle(0.5, 0.5, c, c)
+        .unwrap()
+        .map_positions(|p| Vec3::new(p.x, 1.0, -p.y));
+    let mesh = ClothMesh::new(&base).unwrap();
+    let pins = mesh.nodes_for_vertices(
+        &[BaseMesh::grid_index(c, 0, 0), BaseMesh::grid_index(c, c, 0)],
+        false,
+    );
+    let material = Material {
+        bending_stiffness: 1e-2,
+        ..Default::default()
+    };
+    let mut cloth = Cloth::from_mesh(mesh, material, &pins, settings).unwrap();
+    (0..frames)
+        .map(|_| {
+            cloth.step(1.0 / 60.0).unwrap();
+            cloth.center_of_mass()
+        })
+        .collect()
+}
+
+/// Worst distance between two paths.
+fn path_distance(a: &[glam::DVec3], b: &[glam::DVec3]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(p, q)| p.distance(*q))
+        .fold(0.0, f64::max)
+}
+
+/// `SolverMethod::Newton` is a converged reference in the sense: over 0.5 s of the
+/// released leather square, doubling its substeps (4 -> 8 per frame) moves the centre of mass by
+/// under 1 % of the cloth's size (measured 0.13 %), and L-BFGS iterated far past any budget
+/// (8 substeps x 100 iterations) lands within 1 % of it too (measured 0.17 %). At the default
+/// budget the same scene is far off (measured 71 % of the size by 0.5 s: the slow motion of
+/// docs/fidelity.md section 3, worse on this 0.5 m square than on the 1 m one). That figure is
+/// asserted only to be above 5 %, to show the reference sees the gap, not to pin it.
+#[test]
+fn newton_reference_is_converged_in_time_and_matches_heavily_iterated_lbfgs() {
+    let frames = 30;
+    let size = 0.5;
+    let settings = |substeps, iterations, method| SolverSettings {
+        substeps,
+        iterations,
+        method,
+        ..Default::default()
+    };
+    let newton = released_square_path(settings(4, 30, SolverMethod::Newton), frames);
+    let doubled = released_square_path(settings(8, 30, SolverMethod::Newton), frames);
+    let lbfgs = released_square_path(settings(8, 100, SolverMethod::Lbfgs { history: 5 }), frames);
+    let budget = released_square_path(SolverSettings::default(), frames);
+    let doubling = path_distance(&newton, &doubled) / size;
+    let iterated = path_distance(&newton, &lbfgs) / size;
+    let default_budget = path_distance(&newton, &budget) / size;
+    println!("doubling {doubling:.5}, L-BFGS 8 x 100 {iterated:.5}, 2 x 5 {default_budget:.4}");
+    assert!(doubling < 0.01, "doubling substeps moved it {doubling}");
+    assert!(iterated < 0.01, "L-BFGS 8 x 100 is {iterated} away");
+    assert!(default_budget > 0.05, "2 x 5 is only {default_budget} away");
+}
