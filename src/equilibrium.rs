@@ -1,5 +1,6 @@
-//! Static equilibrium by projected Newton: the converged reference the budgeted stepper is
-//! measured against, and a pre-settle that drapes a cloth before its first frame.
+//! Projected Newton: static equilibrium (the converged reference for statics, and a pre-settle
+//! that drapes a cloth before its first frame) and each substep of [`crate::SolverMethod::Newton`]
+//! (the converged reference for motion: the same energy as the budgeted stepper's, with inertia).
 //!
 //! Local-global iterations converge slowly on stiff isometry: the constant matrix treats every
 //! rotation of a red triangle as stretch, so a soft bending mode moves by a fraction
