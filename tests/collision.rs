@@ -106,7 +106,7 @@ fn sheet_dropped_on_a_capsule_comes_to_rest_on_it() {
 
 /// The same drop at a high budget (8 x 50) should rest too, with strain at rest below 0.1 %.
 ///
-/// **Known failing, ignored until fixed (collision issue open).** Measured (2026-11-23): from
+/// **Known failing, ignored until fixed (collision issue open).** Measured (2026-11-22, again): from
 /// 0.25 and 0.3 m it rests (2.1 % and 0.88 % strain at rest, worst 27 % and 0.88 %); from
 /// 0.31 and 0.35 m the sheet is thrown at its first contact, before any node sticks (25
 /// nodes, coupled; L-BFGS memory extrapolated from the projected iterate, docs/fidelity.md
