@@ -131,6 +131,34 @@ fn sheet_dropped_on_a_capsule_at_a_high_budget_comes_to_rest_on_it() {
     }
 }
 
+/// Frictionless, nothing sticks and the drop of the tests above wraps with a strain the
+/// fixed budget cannot hold (600-850 %, docs/fidelity.md section 5.7, a known gap). Even
+/// then the last pass must leave no node deeper than 0.1 mm inside the capsule's thickness
+/// layer at the end of any frame, over 2 s from three heights. Before nodes resting on the
+/// surface were told apart from nodes spawned inside (`f32` rounding put them just inside),
+/// frames ended with nodes 2.7-6.3 cm deep.
+#[test]
+fn frictionless_drop_leaves_no_node_inside_the_capsule() {
+    for y in [0.25, 0.31, 0.35] {
+        let mut cloth = sheet(0.6, 12, y, &[], false);
+        let contact = ContactSettings {
+            friction: 0.0,
+            ..*cloth.contact_settings()
+        };
+        cloth.set_contact_settings(contact).unwrap();
+        let mut colliders = ColliderSet::new();
+        let (shape, pose) = lying_capsule(DVec3::ZERO, 0.4, 0.1, 0.0);
+        colliders.add(shape, pose).unwrap();
+        let mut worst = 0.0f64;
+        for _ in 0..120 {
+            cloth.step_with(1.0 / 60.0, &colliders).unwrap();
+            colliders.finish_frame();
+            worst = worst.max(colliders.max_penetration(cloth.positions(), contact.thickness));
+        }
+        assert!(worst < 1e-4, "from {y}: penetration {worst} m");
+    }
+}
+
 /// Centre-of-mass travel along the axis of a capsule that tilts from level to 20 degrees
 /// (tan = 0.36) over 1 s under a sheet laid on it (started `height` m up, settled 1 s), over
 /// the tilt and the 2 s after it.
