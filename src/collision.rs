@@ -728,8 +728,9 @@ fn world_box(shape: ColliderShape, pose: &Pose, margin: f64) -> Aabb {
 const TOUCH: f64 = 1e-4;
 
 /// Depth below which a node that began a substep inside a body counts as on its surface
-/// (metres); see `Body::started_inside`.
-const START_INSIDE: f64 = 1e-6;
+/// (metres; see `Body::started_inside`): well above the `f32` rounding of the shape queries in
+/// body-local coordinates (about 3e-7 m on a 5 m capsule), far below any depth worth easing out.
+const START_INSIDE: f64 = 1e-5;
 
 /// Strain (of the render-mesh edges at a node, `measures::node_strain`) that friction may
 /// always raise the cloth to; above it, friction may not raise it further (see
