@@ -474,7 +474,7 @@ impl Body {
     /// rounding: a node left on the surface by the last substep is on it to within the `f32`
     /// rounding of the shape queries, and about half the time just inside.
     fn started_inside(&self, p: DVec3) -> bool {
-        self.contains(p) && self.signed_distance(p) < -START_INSIDE
+        self.contains(p) && self.project(p).0.distance(p) > START_INSIDE
     }
 
     fn contains(&self, p: DVec3) -> bool {
@@ -1230,9 +1230,10 @@ mod tests {
 
     /// A node that ended the last substep on the surface is, after the `f32` shape queries, as
     /// often just inside as just outside. Pushed 8 cm into a 0.1 m capsule by the solve, it
-    /// must still be resolved along its path (back on its own side, outside to 1e-5 m) and not eased
-    /// out at the depenetration speed like a node spawned inside. Before this was told apart,
-    /// a frictionless sheet dropped on a capsule ended frames with nodes 3-6 cm inside it.
+    /// must still be resolved along its path (back on its own side, outside to 1e-5 m) and
+    /// not eased out at the depenetration speed like a node spawned inside. Before this was
+    /// told apart, a frictionless sheet dropped on a capsule ended frames with nodes 3-6 cm
+    /// inside it.
     #[test]
     fn a_node_resting_on_the_surface_is_not_treated_as_spawned_inside() {
         let body = Body::new(
