@@ -198,13 +198,16 @@ pub(crate) fn solve_substep(
     // fast without this).
     scratch.origin = x[model.free_nodes[0] as usize];
     let origin = scratch.origin;
+    let one_step = model.settings.method == SolverMethod::LocalGlobal || iterations == 1;
     match (model.settings.method, mask) {
         (SolverMethod::Newton, _) => {
             // A reference solver: any failure leaves the last accepted iterate, which the
             // measures then show.
             let _ = crate::equilibrium::newton_substep(model, x, inv_ht2, iterations, scratch);
         }
-        (SolverMethod::LocalGlobal, None) => {
+        // One L-BFGS iteration is exactly the local-global step (no pairs yet, taken whole);
+        // the local-global form skips the energy and gradient evaluations around it.
+        (SolverMethod::LocalGlobal, None) | (SolverMethod::Lbfgs { .. }, None) if one_step => {
             // Constant right-hand side: M (x~ - o) / h~^2 - S_FP (x_P - o) (free rows only are
             // read).
             let x_tilde = std::mem::take(&mut scratch.x_tilde);
