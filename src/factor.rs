@@ -666,7 +666,9 @@ impl NumericFactor {
     /// with `b` already in the factor's ordering ([`SymbolicFactor::perm`]), through `lanes` (at
     /// least as long as `b`). One forward sweep
     /// over the supernodes of `L`, one backward sweep over the same data: the factor is
-    /// streamed twice, each nonzero doing three multiply-adds.
+    /// streamed twice, each nonzero doing three multiply-adds. The rows eliminated first (see
+    /// [`SymbolicFactor::analyze`]) are one flat pass before the forward sweep (scale, then
+    /// scatter to their neighbours) and one after the backward sweep (gather, then scale).
     pub fn solve_permuted(&self, symbolic: &SymbolicFactor, b: &mut [DVec3], lanes: &mut [Lane4]) {
         let lanes = &mut lanes[..b.len()];
         for (l, v) in lanes.iter_mut().zip(b.iter()) {
