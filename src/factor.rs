@@ -475,6 +475,23 @@ impl NumericFactor {
         let rows_of = |s: usize| &rows[sym.row_ptr[s] as usize..sym.row_ptr[s + 1] as usize];
         let rows_all = |range: std::ops::Range<usize>| &rows[range];
         let row = |rs: &[R], k: usize| rs[k].into() as usize;
+        // Where row `r` of supernode `t` starts in `vals`: a row of its diagonal block, or a row
+        // below it, found by advancing the cursor `p` through t's sorted rows (callers visit
+        // rows in ascending order). `None` if the pattern does not hold the row.
+        let row_start = |t: usize, r: usize, p: &mut usize| -> Option<usize> {
+            let (t0, t1) = (sym.sn_cols[t] as usize, sym.sn_cols[t + 1] as usize);
+            let base = sym.val_ptr[t] as usize;
+            if r < t1 {
+                let i = r - t0;
+                return Some(base + i * i.saturating_sub(1) / 2);
+            }
+            let (tw, trows) = (t1 - t0, rows_of(t));
+            while *p < trows.len() && row(trows, *p) < r {
+                *p += 1;
+            }
+            (*p < trows.len() && row(trows, *p) == r).then(|| base + tw * (tw - 1) / 2 + *p * tw)
+        };
+        let outside = || ClothError::Factorization("update outside the analysed pattern".into());
         // Supernode of each column.
         let FactorScratch { sn_of, iperm, map } = scratch;
         sn_of.clear();
@@ -557,26 +574,10 @@ impl NumericFactor {
                 let (rb, lb) = (row(rs, b), vals[range.start + b]);
                 diag[rb] -= lb * lb;
                 let t = sn_of[rb] as usize;
-                let (t0, t1) = (sym.sn_cols[t] as usize, sym.sn_cols[t + 1] as usize);
-                let (tw, tbase, col) = (t1 - t0, sym.val_ptr[t] as usize, rb - t0);
-                let trows = rows_of(t);
+                let col = rb - sym.sn_cols[t] as usize;
                 let mut p = 0;
                 for a in b + 1..rs.len() {
-                    let ra = row(rs, a);
-                    let at = if ra < t1 {
-                        let i = ra - t0;
-                        tbase + i * (i - 1) / 2 + col
-                    } else {
-                        while p < trows.len() && row(trows, p) < ra {
-                            p += 1;
-                        }
-                        if p == trows.len() || row(trows, p) != ra {
-                            return Err(ClothError::Factorization(
-                                "eliminated row's neighbours outside the analysed pattern".into(),
-                            ));
-                        }
-                        tbase + tw * (tw - 1) / 2 + p * tw + col
-                    };
+                    let at = row_start(t, row(rs, a), &mut p).ok_or_else(outside)? + col;
                     vals[at] -= vals[range.start + a] * lb;
                 }
             }
@@ -627,21 +628,10 @@ impl NumericFactor {
                 // Where each row of s from b on starts in t's values (`later`, since t > s):
                 // a row of t's diagonal block, or a row below it (found by merging the sorted
                 // row lists).
-                let (tw, tbase) = (t1 - t0, sym.val_ptr[t] as usize - vend);
-                let trows = rows_of(t);
                 map.clear();
                 let mut p = 0;
                 for a in b..below {
-                    let r = row(rows, a);
-                    map.push(if r < t1 {
-                        let ra = r - t0;
-                        tbase + ra * ra.saturating_sub(1) / 2
-                    } else {
-                        while row(trows, p) != r {
-                            p += 1;
-                        }
-                        tbase + tw * (tw - 1) / 2 + p * tw
-                    });
+                    map.push(row_start(t, row(rows, a), &mut p).ok_or_else(outside)? - vend);
                 }
                 for bb in b..g1 {
                     let lb = &rect[bb * w..(bb + 1) * w];
