@@ -18,6 +18,7 @@ use crate::aero::Aerodynamics;
 use crate::collision::{ColliderSet, ContactSettings, Pose};
 use crate::equilibrium::{RelaxReport, relax};
 use crate::error::ClothError;
+use crate::flags::NodeFlags;
 use crate::integrator::{History, Scheme, predict, velocity};
 use crate::measures::{Measures, measure};
 use crate::mesh::ClothMesh;
@@ -107,9 +108,9 @@ pub struct Cloth {
     accumulator: f64,
     contact: ContactSettings,
     /// Per node: touching a body at the end of the last substep.
-    touching: Vec<bool>,
+    touching: NodeFlags,
     /// Per node: sticking to a body (static friction) at the end of the last substep.
-    sticking: Vec<bool>,
+    sticking: NodeFlags,
     /// What the bodies pushed the cloth with, averaged over the last substeps (N; see
     /// `ContactPass::judge`).
     contact_load: DVec3,
@@ -140,8 +141,8 @@ impl Cloth {
             pin_target: pins,
             accumulator: 0.0,
             contact: ContactSettings::default(),
-            touching: vec![false; n],
-            sticking: vec![false; n],
+            touching: NodeFlags::new(n),
+            sticking: NodeFlags::new(n),
             contact_load: DVec3::ZERO,
             aero: Aerodynamics::default(),
             recoveries: 0,
@@ -450,8 +451,8 @@ impl Cloth {
             let s0 = (k - 1) as f64 / run as f64;
             self.substep_with_pins_in_x_new(ws, colliders, s0, s);
         }
-        self.touching.copy_from_slice(ws.contact_pass.touching());
-        self.sticking.copy_from_slice(ws.contact_pass.sticking());
+        self.touching.assign(ws.contact_pass.touching());
+        self.sticking.assign(ws.contact_pass.sticking());
         report.contacts = ws.contact_pass.last_contacts as u32;
         let st = &self.state;
         let finite = |v: &[DVec3]| v.iter().all(|p| p.is_finite());
@@ -490,8 +491,8 @@ impl Cloth {
                 ws.x_new[p as usize] = self.pin_target[i];
             }
             self.substep_with_pins_in_x_new(ws, &ColliderSet::EMPTY, 0.0, 1.0);
-            self.touching.copy_from_slice(ws.contact_pass.touching());
-            self.sticking.copy_from_slice(ws.contact_pass.sticking());
+            self.touching.assign(ws.contact_pass.touching());
+            self.sticking.assign(ws.contact_pass.sticking());
         });
         self.pin_start.copy_from_slice(&self.pin_target);
     }
@@ -598,7 +599,7 @@ impl Cloth {
                 load += model.masses[i] * (ws.x_new[i] - ws.scratch.x_tilde[i]);
             }
             load /= ht * ht;
-            let fresh = !self.touching.iter().any(|&t| t);
+            let fresh = !self.touching.any();
             let a = if fresh { 1.0 } else { (h / LOAD_TIME).min(1.0) };
             self.contact_load += a * (load - self.contact_load);
         }
@@ -700,8 +701,8 @@ impl Cloth {
             pin_start: self.pin_start.clone(),
             pin_target: self.pin_target.clone(),
             accumulator: self.accumulator,
-            touching: self.touching.clone(),
-            sticking: self.sticking.clone(),
+            touching: self.touching.to_vec(),
+            sticking: self.sticking.to_vec(),
             contact_load: self.contact_load,
         }
     }
@@ -769,11 +770,11 @@ impl Cloth {
         self.pin_start.copy_from_slice(&snapshot.pin_start);
         self.pin_target.copy_from_slice(&snapshot.pin_target);
         self.accumulator = snapshot.accumulator;
-        self.touching.copy_from_slice(&snapshot.touching);
+        self.touching.assign(&snapshot.touching);
         if snapshot.sticking.is_empty() {
-            self.sticking.fill(false);
+            self.sticking.clear();
         } else {
-            self.sticking.copy_from_slice(&snapshot.sticking);
+            self.sticking.assign(&snapshot.sticking);
         }
         self.contact_load = snapshot.contact_load;
         Ok(())

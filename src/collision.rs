@@ -34,6 +34,8 @@ use parry3d::shape::{Ball, Capsule, HalfSpace};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use crate::flags::NodeFlags;
+
 /// A rigid pose: rotation then translation (world = rotation * local + translation).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Pose {
@@ -750,12 +752,12 @@ impl ContactPass {
     /// its nodes touched a body after its last substep, and reserves room for every node being
     /// a candidate, so that the passes of this step allocate only when a node meets several
     /// bodies at once.
-    pub fn load(&mut self, touching: &[bool], sticking: &[bool]) {
-        let nodes = touching.len();
+    pub(crate) fn load(&mut self, touching: &NodeFlags, sticking: &NodeFlags) {
         self.was_touching.clear();
-        self.was_touching.extend_from_slice(touching);
+        self.was_touching.extend(touching.iter());
         self.sticking.clear();
-        self.sticking.extend_from_slice(sticking);
+        self.sticking.extend(sticking.iter());
+        let nodes = self.was_touching.len();
         self.is_stuck.clear();
         self.is_stuck.resize(nodes, false);
         self.stuck.clear();

@@ -51,6 +51,7 @@ pub mod energy;
 pub mod equilibrium;
 pub mod error;
 mod factor;
+mod flags;
 pub mod integrator;
 pub mod measures;
 pub mod mesh;
