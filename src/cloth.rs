@@ -86,15 +86,6 @@ pub struct ClothSnapshot {
     pub contact_load: DVec3,
 }
 
-/// Copies `from` into `to`, reusing `to`'s buffers.
-fn copy_state(to: &mut ClothState, from: &ClothState) {
-    to.positions.clone_from(&from.positions);
-    to.prev_positions.clone_from(&from.prev_positions);
-    to.velocities.clone_from(&from.velocities);
-    to.prev_velocities.clone_from(&from.prev_velocities);
-    to.has_history = from.has_history;
-}
-
 /// One simulated cloth. See the module docs.
 #[derive(Debug)]
 pub struct Cloth {
@@ -441,8 +432,9 @@ impl Cloth {
         }
         ws.ensure(&self.model);
         ws.contact_pass.load(&self.touching, &self.sticking);
-        // Keep the state to go back to if a non-finite position appears (reusing buffers).
-        copy_state(&mut ws.last_good, &self.state);
+        // Keep the positions to go back to if a non-finite value appears (reusing the buffer):
+        // a recovery restarts the cloth at rest there, so nothing else of the state is needed.
+        ws.last_good.clone_from(&self.state.positions);
         for k in 1..=run {
             let s = k as f64 / run as f64;
             for (i, &p) in self.model.pins.iter().enumerate() {
@@ -462,8 +454,8 @@ impl Cloth {
             || !finite(&st.prev_positions)
             || !finite(&st.prev_velocities)
         {
-            // Back to the last good state, at rest there, history forgotten.
-            copy_state(&mut self.state, &ws.last_good);
+            // Back to the last good positions, at rest there, history forgotten.
+            self.state.positions.clone_from(&ws.last_good);
             self.state.velocities.fill(DVec3::ZERO);
             self.state.prev_velocities.fill(DVec3::ZERO);
             self.state

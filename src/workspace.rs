@@ -2,7 +2,7 @@
 //!
 //! A [`Cloth`](crate::Cloth) holds only its state (positions, velocities and their history, pin
 //! targets, which nodes touch a body). The prediction, right-hand sides, projections, L-BFGS
-//! vectors, contact buffers, the cached columns of the contact solve and the copy of the state
+//! vectors, contact buffers, the cached columns of the contact solve and the copy of the positions
 //! kept for rolling back a fault live in a [`Workspace`], which any number of cloths stepped one
 //! after another share, in the manner of faer's preallocated scratch. Its buffers only grow: once
 //! it has served the largest cloth it will see, stepping allocates nothing.
@@ -15,7 +15,6 @@ use std::cell::RefCell;
 
 use glam::DVec3;
 
-use crate::cloth::ClothState;
 use crate::collision::ContactPass;
 use crate::model::ClothModel;
 use crate::solver::{ContactSolve, HeldFactor, Scratch};
@@ -28,8 +27,9 @@ pub struct Workspace {
     pub(crate) x_new: Vec<DVec3>,
     /// Per-node acceleration from the air, this substep.
     pub(crate) accel: Vec<DVec3>,
-    /// The state before the current step, to go back to if a non-finite value appears.
-    pub(crate) last_good: ClothState,
+    /// The positions before the current step, to go back to (at rest) if a non-finite value
+    /// appears.
+    pub(crate) last_good: Vec<DVec3>,
     pub(crate) contact_pass: ContactPass,
     pub(crate) contact_solve: ContactSolve,
     /// The factor holding sticking nodes on their bodies, while some are.
