@@ -260,12 +260,34 @@ impl Terms {
         let springs = render_springs(mesh, material.render_edge_stiffness);
         let linear = linear_rows(mesh, material.stretch_stiffness * material.conformity_ratio);
         let bending = bending_rows(mesh, material);
-        Self {
+        let mut terms = Self {
             rigid,
             springs,
             linear,
             bending,
+        };
+        terms.shrink_to_fit();
+        terms
+    }
+
+    /// Gives back the spare capacity the builders left (a model lives as long as its cloths).
+    fn shrink_to_fit(&mut self) {
+        let r = &mut self.rigid;
+        r.nodes.shrink_to_fit();
+        r.grad.shrink_to_fit();
+        r.weight.shrink_to_fit();
+        r.rest_lengths.shrink_to_fit();
+        let s = &mut self.springs;
+        s.nodes.shrink_to_fit();
+        s.rest.shrink_to_fit();
+        s.weight.shrink_to_fit();
+        for rows in [&mut self.linear, &mut self.bending.rows] {
+            rows.offsets.shrink_to_fit();
+            rows.nodes.shrink_to_fit();
+            rows.coefs.shrink_to_fit();
+            rows.weight.shrink_to_fit();
         }
+        self.bending.curved.shrink_to_fit();
     }
 
     /// Adds `sum_c w_c A_c^T A_c` to `triplets` (both triangles of the symmetric matrix).

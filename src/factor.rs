@@ -252,6 +252,22 @@ impl SymbolicFactor {
         } else {
             Rows::Wide(pre_rows)
         };
+        let mut sn_rows = sn_rows;
+        match &mut sn_rows {
+            Rows::Narrow(r) => r.shrink_to_fit(),
+            Rows::Wide(r) => r.shrink_to_fit(),
+        }
+        let (mut sn_cols, mut row_ptr, mut val_ptr, mut perm, mut pre_ptr) =
+            (sn_cols, row_ptr, val_ptr, perm, pre_ptr);
+        for v in [
+            &mut sn_cols,
+            &mut row_ptr,
+            &mut val_ptr,
+            &mut perm,
+            &mut pre_ptr,
+        ] {
+            v.shrink_to_fit();
+        }
         Ok(Self {
             inner,
             sn_cols,

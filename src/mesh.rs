@@ -511,7 +511,7 @@ impl ClothMesh {
             })
             .collect();
 
-        Ok(Self {
+        let mut mesh = Self {
             discretization,
             base_vertex_count: nv,
             base_triangles: base.triangles.clone(),
@@ -527,7 +527,26 @@ impl ClothMesh {
             boundary_vertex,
             strain_edges,
             base_areas,
-        })
+        };
+        mesh.shrink_to_fit();
+        Ok(mesh)
+    }
+
+    /// Gives back the spare capacity the builder left (a mesh lives as long as its models).
+    fn shrink_to_fit(&mut self) {
+        self.base_triangles.shrink_to_fit();
+        self.edges.shrink_to_fit();
+        self.edge_triangles.shrink_to_fit();
+        self.triangle_edges.shrink_to_fit();
+        self.initial_positions.shrink_to_fit();
+        self.metric_positions.shrink_to_fit();
+        self.render_triangles.shrink_to_fit();
+        self.rigid_triangles.shrink_to_fit();
+        self.fan_offsets.shrink_to_fit();
+        self.fans.shrink_to_fit();
+        self.boundary_vertex.shrink_to_fit();
+        self.strain_edges.shrink_to_fit();
+        self.base_areas.shrink_to_fit();
     }
 
     /// How the base mesh was discretised.
