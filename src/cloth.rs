@@ -431,7 +431,8 @@ impl Cloth {
             self.accumulator = (self.accumulator - run as f64 * h).max(0.0);
         }
         ws.ensure(&self.model);
-        ws.contact_pass.load(&self.touching, &self.sticking);
+        let bodies = self.contact.enabled && !colliders.is_empty();
+        ws.contact_pass.load(&self.touching, &self.sticking, bodies);
         // Keep the positions to go back to if a non-finite value appears (reusing the buffer):
         // a recovery restarts the cloth at rest there, so nothing else of the state is needed.
         ws.last_good.clone_from(&self.state.positions);
@@ -478,7 +479,7 @@ impl Cloth {
     pub fn substep(&mut self) {
         with_thread_workspace(|ws| {
             ws.ensure(&self.model);
-            ws.contact_pass.load(&self.touching, &self.sticking);
+            ws.contact_pass.load(&self.touching, &self.sticking, false);
             for (i, &p) in self.model.pins.iter().enumerate() {
                 ws.x_new[p as usize] = self.pin_target[i];
             }

@@ -748,11 +748,12 @@ const STICK_SLIP: f64 = 1e-4;
 const SLACK: f64 = 0.02;
 
 impl ContactPass {
-    /// Sizes the per-node buffers for a cloth of `nodes` nodes (reusing memory), takes which of
-    /// its nodes touched a body after its last substep, and reserves room for every node being
-    /// a candidate, so that the passes of this step allocate only when a node meets several
-    /// bodies at once.
-    pub(crate) fn load(&mut self, touching: &NodeFlags, sticking: &NodeFlags) {
+    /// Sizes the per-node buffers for a cloth of `nodes` nodes (reusing memory) and takes which
+    /// of its nodes touched a body after its last substep. With `bodies` (the step has
+    /// colliders) it also reserves room for every node being a candidate, so that the passes
+    /// of this step allocate only when a node meets several bodies at once; a workspace that
+    /// never steps a cloth among bodies does not hold that room (about 110 bytes a node).
+    pub(crate) fn load(&mut self, touching: &NodeFlags, sticking: &NodeFlags, bodies: bool) {
         self.was_touching.clear();
         self.was_touching.extend(touching.iter());
         self.sticking.clear();
@@ -761,20 +762,21 @@ impl ContactPass {
         self.is_stuck.clear();
         self.is_stuck.resize(nodes, false);
         self.stuck.clear();
-        self.stuck.reserve(nodes);
-
         self.held.resize(nodes, false);
         // Cleared here and refilled by `prepare`.
         self.candidates.clear();
-        self.candidates.reserve(nodes);
         self.depth.clear();
-        self.depth.reserve(nodes);
         self.hit.clear();
-        self.hit.reserve(nodes);
         self.sticky.clear();
-        self.sticky.reserve(nodes);
         self.touched.clear();
-        self.touched.reserve(nodes);
+        if bodies {
+            self.stuck.reserve(nodes);
+            self.candidates.reserve(nodes);
+            self.depth.reserve(nodes);
+            self.hit.reserve(nodes);
+            self.sticky.reserve(nodes);
+            self.touched.reserve(nodes);
+        }
     }
 
     /// Broad phase for a substep spanning fractions `s0..s1` of the frame: which free nodes
