@@ -520,7 +520,8 @@ impl Cloth {
         // Air: per-node accelerations from this substep's start state.
         let air = self.aero.active();
         if air {
-            ws.accel.fill(DVec3::ZERO);
+            ws.accel.clear();
+            ws.accel.resize(st.positions.len(), DVec3::ZERO);
             self.aero.accumulate(
                 model.mesh.render_triangles(),
                 &st.positions,

@@ -45,7 +45,8 @@ const ARMIJO: f64 = 1e-4;
 pub(crate) struct Scratch {
     /// Inertial prediction `x~`.
     pub x_tilde: Vec<DVec3>,
-    /// Constant part of the right-hand side for this substep (local-global only).
+    /// Constant part of the right-hand side for this substep (the right-hand-side form of
+    /// local-global only; sized on its first use).
     pub rhs_const: Vec<DVec3>,
     /// Right-hand side being assembled (local-global), or the gradient in node order (L-BFGS).
     pub rhs: Vec<DVec3>,
@@ -121,7 +122,6 @@ impl Scratch {
         let c = model.terms.bending.curved.len();
         let sp = model.terms.springs.nodes.len();
         self.x_tilde.resize(n, DVec3::ZERO);
-        self.rhs_const.resize(n, DVec3::ZERO);
         self.rhs.resize(n, DVec3::ZERO);
         self.proj.resize(t, [DVec3::ZERO; 2]);
         self.proj_energy.resize(t, 0.0);
@@ -585,6 +585,7 @@ fn fill_rhs_const(
 ) {
     let cp = &model.coupling;
     let origin = scratch.origin;
+    scratch.rhs_const.resize(x.len(), DVec3::ZERO);
     for (fi, &node) in model.free_nodes.iter().enumerate() {
         let i = node as usize;
         let mut b = load(i);

@@ -25,7 +25,7 @@ pub struct Workspace {
     pub(crate) scratch: Scratch,
     /// Positions being solved for.
     pub(crate) x_new: Vec<DVec3>,
-    /// Per-node acceleration from the air, this substep.
+    /// Per-node acceleration from the air, this substep (sized on the first substep with air).
     pub(crate) accel: Vec<DVec3>,
     /// The positions before the current step, to go back to (at rest) if a non-finite value
     /// appears.
@@ -47,7 +47,6 @@ impl Workspace {
         let n = model.mesh.node_count();
         self.scratch.ensure(model);
         self.x_new.resize(n, DVec3::ZERO);
-        self.accel.resize(n, DVec3::ZERO);
     }
 }
 
