@@ -252,23 +252,7 @@ impl SymbolicFactor {
         } else {
             Rows::Wide(pre_rows)
         };
-        let mut sn_rows = sn_rows;
-        match &mut sn_rows {
-            Rows::Narrow(r) => r.shrink_to_fit(),
-            Rows::Wide(r) => r.shrink_to_fit(),
-        }
-        let (mut sn_cols, mut row_ptr, mut val_ptr, mut perm, mut pre_ptr) =
-            (sn_cols, row_ptr, val_ptr, perm, pre_ptr);
-        for v in [
-            &mut sn_cols,
-            &mut row_ptr,
-            &mut val_ptr,
-            &mut perm,
-            &mut pre_ptr,
-        ] {
-            v.shrink_to_fit();
-        }
-        Ok(Self {
+        let mut symbolic = Self {
             inner,
             sn_cols,
             row_ptr,
@@ -277,7 +261,26 @@ impl SymbolicFactor {
             perm,
             pre,
             pre_ptr,
-        })
+        };
+        symbolic.shrink_to_fit();
+        Ok(symbolic)
+    }
+
+    /// Gives back the spare capacity the analysis left (the structure lives with its model).
+    fn shrink_to_fit(&mut self) {
+        match &mut self.sn_rows {
+            Rows::Narrow(r) => r.shrink_to_fit(),
+            Rows::Wide(r) => r.shrink_to_fit(),
+        }
+        for v in [
+            &mut self.sn_cols,
+            &mut self.row_ptr,
+            &mut self.val_ptr,
+            &mut self.perm,
+            &mut self.pre_ptr,
+        ] {
+            v.shrink_to_fit();
+        }
     }
 
     /// faer's AMD ordering and simplicial structure of `lower`, laid out in supernodes whose

@@ -5,7 +5,9 @@
 //! vectors, contact buffers, the cached columns of the contact solve and the copy of the positions
 //! kept for rolling back a fault live in a [`Workspace`], which any number of cloths stepped one
 //! after another share, in the manner of faer's preallocated scratch. Its buffers only grow: once
-//! it has served the largest cloth it will see, stepping allocates nothing.
+//! it has served the largest cloth it will see, stepping allocates nothing. Buffers that only some
+//! steps need (contact with bodies, air, one-iteration substeps) are sized by the first step that
+//! needs them, so a workspace that never steps a cloth among bodies does not hold them.
 //!
 //! [`Cloth::step`](crate::Cloth::step) uses one workspace per thread (a thread local), so
 //! cloths stepped in parallel with rayon use one per worker; [`Cloth::step_in`](crate::Cloth)
