@@ -903,9 +903,8 @@ const LOAD_TIME: f64 = 1.0 / 30.0;
 ///
 /// One sweep, not more: where pins stop abruptly (the soak's character halting from 4 m/s in
 /// one frame) the prediction next to them is distorted by up to 170 % and one sweep leaves
-/// much of it, but sweeping to convergence made the five-minute soak worse overall (frames
-/// over 1 % strain 4,389 -> 4,730, 99th percentile 3.3 -> 3.7 %) while it cut its single
-/// worst frame (82 -> 21 %). See `docs/fidelity.md` section 5.1.
+/// much of it, but ten sweeps did not make the soak measurably better: fewer frames over 10 %
+/// strain, a higher 99th percentile, over nine seeds (`docs/fidelity.md` section 5.1).
 fn limit_prediction_strain(model: &ClothModel, x: &[DVec3], x_tilde: &mut [DVec3]) {
     let rigid = &model.terms.rigid;
     let pinned = &model.pinned_mask;
