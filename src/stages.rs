@@ -21,7 +21,12 @@ impl Stages {
     /// Stages of `cloth` at its current state.
     pub fn new(cloth: &Cloth) -> Self {
         let model = cloth.model().clone();
-        let scratch = Scratch::new(&model);
+        let mut scratch = Scratch::new(&model);
+        // The constant part of the right-hand side (prediction and pins) is sized on its first
+        // use in a step; here it stays zero.
+        scratch
+            .rhs_const
+            .resize(model.mesh.node_count(), DVec3::ZERO);
         let rhs = cloth
             .positions()
             .iter()
