@@ -22,7 +22,7 @@ use crate::flags::NodeFlags;
 use crate::integrator::{History, Scheme, predict, velocity};
 use crate::measures::{Measures, measure};
 use crate::mesh::ClothMesh;
-use crate::model::{ClothModel, SolverSettings};
+use crate::model::{ClothModel, SolverSettings, precision_for};
 use crate::solver::{Contact, solve_substep};
 use crate::workspace::{Workspace, with_thread_workspace};
 
@@ -182,13 +182,19 @@ impl Cloth {
         &self.settings
     }
 
-    /// Changes the settings. Iterations, gravity and the catch-up cap change at once; a different
-    /// substep length or integrator rebuilds the model (a refactorisation, see
+    /// Changes the settings. Iterations, gravity and the catch-up cap change at once. A different
+    /// substep length, integrator or method, or a change between one and several L-BFGS
+    /// iterations per substep (which changes the precision the factor is kept in, see
+    /// [`SolverMethod`](crate::SolverMethod)), rebuilds the model (a refactorisation, see
     /// [`ModelStats::build_seconds`](crate::ModelStats)), which this cloth then no longer shares.
     pub fn set_settings(&mut self, settings: SolverSettings) -> Result<(), ClothError> {
         settings.validate()?;
         let m = &self.model.settings;
-        if settings.substep() != m.substep() || settings.integrator != m.integrator {
+        if settings.substep() != m.substep()
+            || settings.integrator != m.integrator
+            || settings.method != m.method
+            || precision_for(&settings) != precision_for(m)
+        {
             self.model = self.model.with_settings(settings)?;
         }
         self.settings = settings;

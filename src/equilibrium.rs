@@ -163,7 +163,7 @@ fn newton(
             symbolic = Some(SymbolicFactor::analyze(&h)?);
         }
         let sym = symbolic.as_ref().expect("analysed above");
-        let factor = match NumericFactor::factorize(sym, &h) {
+        let factor = match NumericFactor::<f64>::factorize(sym, &h) {
             Ok(f) => f,
             Err(_) => {
                 shift *= 10.0;

@@ -96,6 +96,30 @@
 //!
 //! The 7,921- and 31,329-node sheets' factors shrink 5 % and 4 % (639,899 -> 608,737 and
 //! 3,425,012 -> 3,289,361 nonzeros): there AMD had not put every black node first.
+//!
+//! **Values in `f32` where the factor only preconditions.** L-BFGS uses the factor as its
+//! initial inverse Hessian: it only shapes a search direction, the gradient is exact
+//! (element by element, in `f64`) and the line search judges every step in `f64`. A factor
+//! rounded to `f32` is the exact factor of a matrix near `K`, so the iterates converge to the
+//! same point. Such models ([`FactorPrecision::Single`], chosen by
+//! `crate::model::precision_for`) keep the off-diagonal values in `f32` and solve in `f32`
+//! lanes ([`Lane4f`], 128 bits: one fused multiply-add per nonzero, as before, with half the
+//! bytes). The right-hand-side form of local-global (one iteration per substep, or
+//! `SolverMethod::LocalGlobal`) solves `K x = b` for the positions themselves; a rounded factor
+//! would move that solution (measured: the bar cape's window error at 10 x 1 went 4.8 -> 19 %),
+//! so those models keep `f64` ([`FactorPrecision::Double`]). 2,025-node sheet, default budget,
+//! against all-`f64` built in another worktree, same session, alternating:
+//!
+//! | | all `f64` | `f32` values for L-BFGS |
+//! |---|---|---|
+//! | factor values | 838,944 bytes | 427,392 bytes |
+//! | one sheet (`hanging_sheet`: model + first cloth) | 2,643,564 bytes | 2,200,340 bytes |
+//! | solve alone (`stages` bench) | 74.7 / 76.5 us | 72.2 / 73.1 us |
+//! | frame (`stages` bench) | 2.01 / 1.91 ms | 1.92 / 1.92 ms |
+//!
+//! The budget sweep's default-budget figures are unchanged to the digits it prints. An earlier
+//! attempt kept `f64` arithmetic and widened each value before its multiply-add: 420 KB less,
+//! but the solve went 89-92 -> 104 us (`docs/speed.md` section 3).
 
 use faer::Side;
 use faer::sparse::SymbolicSparseColMatRef;
@@ -422,19 +446,193 @@ pub(crate) struct FactorScratch {
     sn_of: Vec<u32>,
     iperm: Vec<u32>,
     map: Vec<usize>,
+    /// The factor's off-diagonal values in `f64` while it is computed (stored afterwards in
+    /// the factor's own value type).
+    work: Vec<f64>,
+}
+
+/// How a factor stores its off-diagonal values. The factorisation always runs in `f64`.
+pub(crate) trait FactorValue:
+    Copy + Default + Send + Sync + std::fmt::Debug + 'static + std::ops::Neg<Output = Self>
+{
+    /// x, y and z of one right-hand-side row in this precision, padded to four lanes.
+    type Lanes: Elem<Self> + PadLanes + Send + Sync + std::fmt::Debug;
+    /// `v` rounded to this type.
+    fn from_f64(v: f64) -> Self;
+    /// This value as `f64` (exact).
+    fn to_f64(self) -> f64;
+}
+
+impl FactorValue for f64 {
+    type Lanes = Lane4;
+    #[inline(always)]
+    fn from_f64(v: f64) -> Self {
+        v
+    }
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        self
+    }
+}
+
+impl FactorValue for f32 {
+    type Lanes = Lane4f;
+    #[inline(always)]
+    fn from_f64(v: f64) -> Self {
+        v as f32
+    }
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+}
+
+/// Which precision a model's factor keeps its off-diagonal values in (module docs, "Values in
+/// `f32` where the factor only preconditions").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FactorPrecision {
+    /// `f64`: the factor defines the solution (the right-hand-side form of local-global).
+    Double,
+    /// `f32`: the factor only shapes search directions (L-BFGS, gradient form).
+    Single,
+}
+
+/// The factor a model (or a held-node refactorisation of it) keeps, in the precision its
+/// solver needs.
+#[derive(Debug, Clone)]
+pub(crate) enum ModelFactor {
+    /// Values in `f64`.
+    Double(NumericFactor<f64>),
+    /// Values in `f32`, solved in `f32` lanes.
+    Single(NumericFactor<f32>),
+}
+
+/// Padded right-hand-side rows for [`ModelFactor::solve_permuted`]: one buffer per precision,
+/// each sized on its first use (a model uses one of them).
+#[derive(Debug, Default)]
+pub(crate) struct SolveLanes {
+    /// Rows for an `f64` factor.
+    pub double: Vec<Lane4>,
+    /// Rows for an `f32` factor.
+    pub single: Vec<Lane4f>,
+}
+
+impl ModelFactor {
+    /// Factors `m` as [`NumericFactor::factorize`] does, keeping the values in `precision`.
+    pub fn factorize(
+        symbolic: &SymbolicFactor,
+        m: &CsrMatrix,
+        precision: FactorPrecision,
+    ) -> Result<Self, ClothError> {
+        Ok(match precision {
+            FactorPrecision::Double => Self::Double(NumericFactor::factorize(symbolic, m)?),
+            FactorPrecision::Single => Self::Single(NumericFactor::factorize(symbolic, m)?),
+        })
+    }
+
+    /// An empty factor of `precision`, to [`Self::refactor`] into.
+    pub fn empty(precision: FactorPrecision) -> Self {
+        match precision {
+            FactorPrecision::Double => Self::Double(NumericFactor::empty()),
+            FactorPrecision::Single => Self::Single(NumericFactor::empty()),
+        }
+    }
+
+    /// The precision of the values.
+    pub fn precision(&self) -> FactorPrecision {
+        match self {
+            Self::Double(_) => FactorPrecision::Double,
+            Self::Single(_) => FactorPrecision::Single,
+        }
+    }
+
+    /// [`NumericFactor::refactor`].
+    pub fn refactor(
+        &mut self,
+        symbolic: &SymbolicFactor,
+        m: &CsrMatrix,
+        decouple: Option<&[bool]>,
+        scratch: &mut FactorScratch,
+    ) -> Result<(), ClothError> {
+        match self {
+            Self::Double(f) => f.refactor(symbolic, m, decouple, scratch),
+            Self::Single(f) => f.refactor(symbolic, m, decouple, scratch),
+        }
+    }
+
+    /// [`NumericFactor::solve_permuted`] through the lanes of this factor's precision (sized
+    /// here on first use).
+    pub fn solve_permuted(
+        &self,
+        symbolic: &SymbolicFactor,
+        b: &mut [DVec3],
+        lanes: &mut SolveLanes,
+    ) {
+        match self {
+            Self::Double(f) => {
+                lanes.double.resize(b.len(), Lane4::default());
+                f.solve_permuted(symbolic, b, &mut lanes.double);
+            }
+            Self::Single(f) => {
+                lanes.single.resize(b.len(), Lane4f::default());
+                f.solve_permuted(symbolic, b, &mut lanes.single);
+            }
+        }
+    }
+
+    /// Solves, in place, the rows of `lanes` that belong to this factor's precision (they must
+    /// be sized and in the factor's ordering): the solve alone, for the stage benchmarks.
+    pub fn solve_lanes(&self, symbolic: &SymbolicFactor, lanes: &mut SolveLanes) {
+        match self {
+            Self::Double(f) => f.solve_lanes(symbolic, &mut lanes.double),
+            Self::Single(f) => f.solve_lanes(symbolic, &mut lanes.single),
+        }
+    }
+
+    /// [`NumericFactor::solve_scalar_permuted`] (the solve in `f64` either way).
+    pub fn solve_scalar_permuted(&self, symbolic: &SymbolicFactor, b: &mut [f64]) {
+        match self {
+            Self::Double(f) => f.solve_scalar_permuted(symbolic, b),
+            Self::Single(f) => f.solve_scalar_permuted(symbolic, b),
+        }
+    }
+
+    /// [`NumericFactor::stream`].
+    pub fn stream(&self, symbolic: &SymbolicFactor) -> f64 {
+        match self {
+            Self::Double(f) => f.stream(symbolic),
+            Self::Single(f) => f.stream(symbolic),
+        }
+    }
+
+    /// [`NumericFactor::bytes_per_sweep`].
+    pub fn bytes_per_sweep(&self, symbolic: &SymbolicFactor) -> usize {
+        match self {
+            Self::Double(f) => f.bytes_per_sweep(symbolic),
+            Self::Single(f) => f.bytes_per_sweep(symbolic),
+        }
+    }
+
+    /// [`NumericFactor::bytes`].
+    pub fn bytes(&self) -> usize {
+        match self {
+            Self::Double(f) => f.bytes(),
+            Self::Single(f) => f.bytes(),
+        }
+    }
 }
 
 /// The numeric values of a Cholesky factor for one matrix with the symbolic structure it was
 /// computed against.
 #[derive(Debug, Clone)]
-pub(crate) struct NumericFactor {
+pub(crate) struct NumericFactor<V: FactorValue = f64> {
     /// `1 / L_jj`.
     inv_diag: Vec<f64>,
     /// Off-diagonal values of `L`, supernode by supernode (see [`SymbolicFactor`]'s `val_ptr`).
-    off_vals: Vec<f64>,
+    off_vals: Vec<V>,
 }
 
-impl NumericFactor {
+impl<V: FactorValue> NumericFactor<V> {
     /// Factors `m` (symmetric, both triangles stored, the pattern analysed by `symbolic`)
     /// supernode by supernode, straight into the solve layout: the entries of `m` are scattered
     /// into it, then each supernode in order is factored by dense row dot products (its
@@ -488,7 +686,12 @@ impl NumericFactor {
         let diag = &mut self.inv_diag;
         diag.clear();
         diag.resize(n, 0.0);
-        let vals = &mut self.off_vals;
+        let FactorScratch {
+            sn_of,
+            iperm,
+            map,
+            work: vals,
+        } = scratch;
         vals.clear();
         vals.resize(sym.factor_nnz() - n, 0.0);
         let rows_of = |s: usize| &rows[sym.row_ptr[s] as usize..sym.row_ptr[s + 1] as usize];
@@ -512,7 +715,6 @@ impl NumericFactor {
         };
         let outside = || ClothError::Factorization("update outside the analysed pattern".into());
         // Supernode of each column.
-        let FactorScratch { sn_of, iperm, map } = scratch;
         sn_of.clear();
         sn_of.resize(n, 0);
         for s in 0..sym.supernodes() {
@@ -613,7 +815,8 @@ impl NumericFactor {
             // Dense Cholesky of the supernode: column by column, rows as dot products.
             for j in 0..w {
                 let oj = j * j.saturating_sub(1) / 2;
-                let d = diag[c0 + j] - dot::<f64, false>(&dblock[oj..oj + j], &dblock[oj..oj + j]);
+                let d =
+                    diag[c0 + j] - dot::<f64, f64, false>(&dblock[oj..oj + j], &dblock[oj..oj + j]);
                 if d.is_nan() || d <= 0.0 {
                     return Err(ClothError::Factorization(
                         "matrix is not positive definite".into(),
@@ -626,11 +829,11 @@ impl NumericFactor {
                 let lj = &upto[oj..];
                 for i in j + 1..w {
                     let oi = i * (i - 1) / 2 - (oj + j);
-                    let d = dot::<f64, false>(&after[oi..oi + j], lj);
+                    let d = dot::<f64, f64, false>(&after[oi..oi + j], lj);
                     after[oi + j] = (after[oi + j] - d) / ljj;
                 }
                 for row in rect.chunks_exact_mut(w) {
-                    let d = dot::<f64, false>(&row[..j], lj);
+                    let d = dot::<f64, f64, false>(&row[..j], lj);
                     row[j] = (row[j] - d) / ljj;
                 }
             }
@@ -655,11 +858,11 @@ impl NumericFactor {
                 for bb in b..g1 {
                     let lb = &rect[bb * w..(bb + 1) * w];
                     let r = row(rows, bb);
-                    diag[r] -= dot::<f64, false>(lb, lb);
+                    diag[r] -= dot::<f64, f64, false>(lb, lb);
                     let col = r - t0;
                     for (a, &at) in map.iter().enumerate().skip(bb - b + 1) {
                         let la = &rect[(b + a) * w..(b + a + 1) * w];
-                        later[at + col] -= dot::<f64, false>(la, lb);
+                        later[at + col] -= dot::<f64, f64, false>(la, lb);
                     }
                 }
                 b = g1;
@@ -668,6 +871,8 @@ impl NumericFactor {
         for d in diag.iter_mut() {
             *d = 1.0 / *d;
         }
+        self.off_vals.clear();
+        self.off_vals.extend(vals.iter().map(|&v| V::from_f64(v)));
         Ok(())
     }
 
@@ -678,10 +883,15 @@ impl NumericFactor {
     /// streamed twice, each nonzero doing three multiply-adds. The rows eliminated first (see
     /// [`SymbolicFactor::analyze`]) are one flat pass before the forward sweep (scale, then
     /// scatter to their neighbours) and one after the backward sweep (gather, then scale).
-    pub fn solve_permuted(&self, symbolic: &SymbolicFactor, b: &mut [DVec3], lanes: &mut [Lane4]) {
+    pub fn solve_permuted(
+        &self,
+        symbolic: &SymbolicFactor,
+        b: &mut [DVec3],
+        lanes: &mut [V::Lanes],
+    ) {
         let lanes = &mut lanes[..b.len()];
         for (l, v) in lanes.iter_mut().zip(b.iter()) {
-            *l = Lane4::from_vec(*v);
+            *l = V::Lanes::from_vec(*v);
         }
         self.solve_lanes(symbolic, lanes);
         for (v, l) in b.iter_mut().zip(lanes.iter()) {
@@ -690,9 +900,9 @@ impl NumericFactor {
     }
 
     /// [`Self::solve_permuted`] on rows already padded to four lanes: with AVX2 and FMA (checked
-    /// at run time) each multiply-add is one 256-bit fused operation for x, y and z.
+    /// at run time) each multiply-add is one fused operation for x, y and z.
     #[allow(unsafe_code)]
-    pub fn solve_lanes(&self, symbolic: &SymbolicFactor, b: &mut [Lane4]) {
+    pub fn solve_lanes(&self, symbolic: &SymbolicFactor, b: &mut [V::Lanes]) {
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
         {
@@ -701,18 +911,21 @@ impl NumericFactor {
             unsafe { self.sweep_fused(symbolic, b) };
             return;
         }
-        self.sweep::<Lane4, false>(symbolic, b);
+        self.sweep::<V::Lanes, false>(symbolic, b);
     }
 
     /// The sweeps on padded lanes with fused multiply-adds, compiled for AVX2 and FMA.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
-    fn sweep_fused(&self, symbolic: &SymbolicFactor, b: &mut [Lane4]) {
-        self.sweep::<Lane4, true>(symbolic, b);
+    fn sweep_fused(&self, symbolic: &SymbolicFactor, b: &mut [V::Lanes]) {
+        self.sweep::<V::Lanes, true>(symbolic, b);
     }
 
     /// [`Self::solve_permuted`] for one scalar right-hand side.
-    pub fn solve_scalar_permuted(&self, symbolic: &SymbolicFactor, b: &mut [f64]) {
+    pub fn solve_scalar_permuted(&self, symbolic: &SymbolicFactor, b: &mut [f64])
+    where
+        f64: Elem<V>,
+    {
         self.sweep::<f64, false>(symbolic, b);
     }
 
@@ -720,7 +933,7 @@ impl NumericFactor {
     #[inline(always)]
     fn sweep<T, const FUSED: bool>(&self, symbolic: &SymbolicFactor, b: &mut [T])
     where
-        T: Elem,
+        T: Elem<V>,
     {
         match &symbolic.sn_rows {
             Rows::Narrow(rows) => self.sweep_with::<T, u16, FUSED>(symbolic, rows, b),
@@ -736,10 +949,10 @@ impl NumericFactor {
     #[inline(always)]
     fn sweep_with<T, R, const FUSED: bool>(&self, sym: &SymbolicFactor, rows: &[R], b: &mut [T])
     where
-        T: Elem,
+        T: Elem<V>,
         R: Copy + Into<u32>,
     {
-        let (inv, vals) = (&self.inv_diag, &self.off_vals);
+        let (inv, vals) = (&self.inv_diag, &self.off_vals[..]);
         let ns = sym.supernodes();
         let block = |s: usize| {
             let (c0, c1) = (sym.sn_cols[s] as usize, sym.sn_cols[s + 1] as usize);
@@ -772,7 +985,7 @@ impl NumericFactor {
             let y = &mut head[c0..];
             let mut o = 0;
             for i in 0..w {
-                y[i] = (y[i] - dot::<T, FUSED>(&diag[o..o + i], &y[..i])) * inv[c0 + i];
+                y[i] = (y[i] - dot::<T, V, FUSED>(&diag[o..o + i], &y[..i])) * inv[c0 + i];
                 o += i;
             }
             // Four rows at a time, sharing each load of y.
@@ -793,7 +1006,7 @@ impl NumericFactor {
             let done = 4 * quads.len();
             for (&r, row) in rest.iter().zip(rect[done * w..].chunks_exact(w)) {
                 let r = r.into() as usize - c1;
-                tail[r] = tail[r] - dot::<T, FUSED>(row, y);
+                tail[r] = tail[r] - dot::<T, V, FUSED>(row, y);
             }
         }
         // L^T x = y
@@ -871,7 +1084,7 @@ impl NumericFactor {
         for _ in 0..2 {
             for c in self.off_vals.chunks_exact(8) {
                 for k in 0..8 {
-                    acc[k] += c[k];
+                    acc[k] += c[k].to_f64();
                 }
             }
         }
@@ -905,7 +1118,8 @@ impl NumericFactor {
 
     /// Bytes held by the factor's values.
     pub fn bytes(&self) -> usize {
-        (self.off_vals.len() + self.inv_diag.len()) * std::mem::size_of::<f64>()
+        self.off_vals.len() * std::mem::size_of::<V>()
+            + self.inv_diag.len() * std::mem::size_of::<f64>()
     }
 }
 
@@ -954,21 +1168,47 @@ impl Mul<f64> for Lane4 {
 }
 
 /// A right-hand-side element of the sweeps: a scalar or padded lanes.
-pub(crate) trait Elem:
+pub(crate) trait Elem<V>:
     Copy + Default + Add<Output = Self> + Sub<Output = Self> + Mul<f64, Output = Self>
 {
     /// `acc + l * y`, rounded once where `FUSED` and the type supports it.
-    fn madd<const FUSED: bool>(acc: Self, l: f64, y: Self) -> Self;
+    fn madd<const FUSED: bool>(acc: Self, l: V, y: Self) -> Self;
 }
 
-impl Elem for f64 {
+/// A right-hand-side row padded to four lanes.
+pub(crate) trait PadLanes: Copy + Default {
+    /// `v` in the first three lanes.
+    fn from_vec(v: DVec3) -> Self;
+    /// The first three lanes.
+    fn vec(self) -> DVec3;
+}
+
+impl PadLanes for Lane4 {
+    #[inline(always)]
+    fn from_vec(v: DVec3) -> Self {
+        Lane4::from_vec(v)
+    }
+    #[inline(always)]
+    fn vec(self) -> DVec3 {
+        Lane4::vec(self)
+    }
+}
+
+impl Elem<f64> for f64 {
     #[inline(always)]
     fn madd<const FUSED: bool>(acc: f64, l: f64, y: f64) -> f64 {
         acc + l * y
     }
 }
 
-impl Elem for Lane4 {
+impl Elem<f32> for f64 {
+    #[inline(always)]
+    fn madd<const FUSED: bool>(acc: f64, l: f32, y: f64) -> f64 {
+        acc + l as f64 * y
+    }
+}
+
+impl Elem<f64> for Lane4 {
     #[inline(always)]
     fn madd<const FUSED: bool>(acc: Lane4, l: f64, y: Lane4) -> Lane4 {
         if FUSED {
@@ -980,12 +1220,65 @@ impl Elem for Lane4 {
     }
 }
 
+/// x, y and z of one right-hand-side row in `f32`, padded to four lanes (128 bits).
+#[derive(Clone, Copy, Default, Debug, PartialEq)]
+#[repr(C, align(16))]
+pub(crate) struct Lane4f(pub [f32; 4]);
+
+impl PadLanes for Lane4f {
+    #[inline(always)]
+    fn from_vec(v: DVec3) -> Self {
+        Self([v.x as f32, v.y as f32, v.z as f32, 0.0])
+    }
+    #[inline(always)]
+    fn vec(self) -> DVec3 {
+        DVec3::new(self.0[0] as f64, self.0[1] as f64, self.0[2] as f64)
+    }
+}
+
+impl Add for Lane4f {
+    type Output = Lane4f;
+    #[inline(always)]
+    fn add(self, o: Lane4f) -> Lane4f {
+        Lane4f(std::array::from_fn(|k| self.0[k] + o.0[k]))
+    }
+}
+
+impl Sub for Lane4f {
+    type Output = Lane4f;
+    #[inline(always)]
+    fn sub(self, o: Lane4f) -> Lane4f {
+        Lane4f(std::array::from_fn(|k| self.0[k] - o.0[k]))
+    }
+}
+
+impl Mul<f64> for Lane4f {
+    type Output = Lane4f;
+    #[inline(always)]
+    fn mul(self, s: f64) -> Lane4f {
+        let s = s as f32;
+        Lane4f(std::array::from_fn(|k| self.0[k] * s))
+    }
+}
+
+impl Elem<f32> for Lane4f {
+    #[inline(always)]
+    fn madd<const FUSED: bool>(acc: Lane4f, l: f32, y: Lane4f) -> Lane4f {
+        if FUSED {
+            Lane4f(std::array::from_fn(|k| l.mul_add(y.0[k], acc.0[k])))
+        } else {
+            Lane4f(std::array::from_fn(|k| acc.0[k] + l * y.0[k]))
+        }
+    }
+}
+
 /// `sum_j row[j] * y[j]` with four partial sums, so that the multiply-adds of a long row do not
 /// wait on one another.
 #[inline(always)]
-fn dot<T, const FUSED: bool>(row: &[f64], y: &[T]) -> T
+fn dot<T, V, const FUSED: bool>(row: &[V], y: &[T]) -> T
 where
-    T: Elem,
+    T: Elem<V>,
+    V: FactorValue,
 {
     if row.len() < 4 {
         let mut acc = T::default();

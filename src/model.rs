@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::energy::{Material, Terms, positive};
 use crate::error::ClothError;
-use crate::factor::{NumericFactor, SymbolicFactor};
+use crate::factor::{FactorPrecision, ModelFactor, SymbolicFactor};
 use crate::integrator::{Integrator, Scheme};
 use crate::mesh::ClothMesh;
 use crate::sparse::CsrMatrix;
@@ -34,7 +34,10 @@ pub enum SolverMethod {
     LocalGlobal,
     /// L-BFGS on the same energy with the prefactored matrix as initial inverse Hessian and an
     /// Armijo backtracking line search (Liu, Bouaziz and Kavan 2017). Its first iteration is the
-    /// local-global step; the line search keeps every iteration a descent step.
+    /// local-global step; the line search keeps every iteration a descent step. With more than
+    /// one iteration per substep the factor is kept in `f32` (it only shapes search
+    /// directions; half the memory); with one, the substep runs as the local-global step, whose
+    /// factor is kept in `f64` as for [`SolverMethod::LocalGlobal`].
     Lbfgs {
         /// Correction pairs remembered (1..=16).
         history: u32,
@@ -190,7 +193,7 @@ pub struct ClothModel {
     pub(crate) coupling: PinCoupling,
     pub(crate) symbolic: Option<SymbolicFactor>,
     /// Factor of `M / h~^2 + S_FF` for the integrator's scheme (none when every node is pinned).
-    pub(crate) factor: Option<NumericFactor>,
+    pub(crate) factor: Option<ModelFactor>,
     /// `K` itself, assembled on first use ([`ClothModel::system`]).
     pub(crate) system: std::sync::OnceLock<CsrMatrix>,
     pub(crate) stats: ModelStats,
@@ -243,7 +246,7 @@ impl ClothModel {
             (None, None)
         } else {
             let mut symbolic = SymbolicFactor::analyze(&k)?;
-            let numeric = NumericFactor::factorize(&symbolic, &k)?;
+            let numeric = ModelFactor::factorize(&symbolic, &k, precision_for(&settings))?;
             symbolic.release_analysis();
             (Some(symbolic), Some(numeric))
         };
@@ -340,6 +343,11 @@ impl ClothModel {
         })
     }
 
+    /// The precision the model's factor keeps (see [`precision_for`]).
+    pub(crate) fn factor_precision(&self) -> FactorPrecision {
+        precision_for(&self.settings)
+    }
+
     /// The scheme every substep solves with (the factor's `h~`).
     pub(crate) fn scheme(&self) -> Scheme {
         scheme_of(self.settings.integrator)
@@ -413,6 +421,18 @@ fn assemble_system(
 
 /// The scheme, and so the factored matrix, of an integrator: BDF2 runs every step as BDF2, its
 /// first from a free-fall past (see [`crate::cloth`]).
+/// The factor's precision for `settings`: `f64` where a substep solves `K x = b` for the
+/// positions themselves (local-global's right-hand-side form: [`SolverMethod::LocalGlobal`], or
+/// one iteration per substep), since a rounded factor there moves the solution; `f32` where it
+/// only preconditions L-BFGS, whose gradient is exact (half the bytes, the same iterates to
+/// rounding: `crate::factor`'s module docs).
+pub(crate) fn precision_for(settings: &SolverSettings) -> FactorPrecision {
+    match settings.method {
+        SolverMethod::Lbfgs { .. } if settings.iterations > 1 => FactorPrecision::Single,
+        _ => FactorPrecision::Double,
+    }
+}
+
 fn scheme_of(integrator: Integrator) -> Scheme {
     match integrator {
         Integrator::BackwardEuler => Scheme::BackwardEuler,

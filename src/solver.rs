@@ -31,7 +31,9 @@
 use glam::{DVec3, Vec3};
 
 use crate::collision::ContactPass;
-use crate::factor::{FactorScratch, Lane4, NumericFactor, SymbolicFactor};
+use crate::factor::{
+    FactorPrecision, FactorScratch, Lane4, ModelFactor, SolveLanes, SymbolicFactor,
+};
 use crate::measures::node_strain;
 use crate::model::{ClothModel, SolverMethod};
 
@@ -63,7 +65,7 @@ pub(crate) struct Scratch {
     /// Energy per curved bending row.
     pub curved_energy: Vec<f64>,
     /// Right-hand side / solution in the factor's ordering, padded for the solve.
-    pub solve: Vec<Lane4>,
+    pub solve: SolveLanes,
     /// Local origin of the linear algebra this substep (see [`solve_substep`]).
     pub origin: DVec3,
     /// L-BFGS vectors over the free nodes in the factor's ordering.
@@ -129,7 +131,6 @@ impl Scratch {
         self.spring_energy.resize(sp, 0.0);
         self.curved.resize(c, DVec3::ZERO);
         self.curved_energy.resize(c, 0.0);
-        self.solve.resize(model.free_nodes.len(), Lane4::default());
         let history = match model.settings.method {
             SolverMethod::Lbfgs { history } => history as usize,
             SolverMethod::LocalGlobal | SolverMethod::Newton => 0,
@@ -207,7 +208,9 @@ pub(crate) fn solve_substep(
         }
         // One L-BFGS iteration is exactly the local-global step (no pairs yet, taken whole);
         // the local-global form skips the energy and gradient evaluations around it.
-        (SolverMethod::LocalGlobal, None) | (SolverMethod::Lbfgs { .. }, None) if one_step => {
+        (SolverMethod::LocalGlobal, None) | (SolverMethod::Lbfgs { .. }, None)
+            if one_step && factor.precision() == FactorPrecision::Double =>
+        {
             // Constant right-hand side: M (x~ - o) / h~^2 - S_FP (x_P - o) (free rows only are
             // read).
             let x_tilde = std::mem::take(&mut scratch.x_tilde);
@@ -253,7 +256,7 @@ pub(crate) struct HeldFactor {
     decouple: Vec<bool>,
     /// Per factor row: held.
     row_mask: Vec<bool>,
-    factor: Option<NumericFactor>,
+    factor: Option<ModelFactor>,
     scratch: FactorScratch,
     /// Changes with every refactorisation (0 is the model's own factor).
     version: u64,
@@ -288,7 +291,11 @@ impl HeldFactor {
             self.row_mask.clear();
             self.row_mask
                 .extend(symbolic.perm().iter().map(|&fi| self.decouple[fi as usize]));
-            let factor = self.factor.get_or_insert_with(NumericFactor::empty);
+            let precision = model.factor_precision();
+            if self.factor.as_ref().map(ModelFactor::precision) != Some(precision) {
+                self.factor = Some(ModelFactor::empty(precision));
+            }
+            let factor = self.factor.as_mut()?;
             factor
                 .refactor(
                     symbolic,
@@ -408,7 +415,7 @@ impl ContactSolve {
     fn column(
         &mut self,
         symbolic: &SymbolicFactor,
-        factor: &NumericFactor,
+        factor: &ModelFactor,
         row: u32,
         nf: usize,
     ) -> Option<u32> {
@@ -445,7 +452,7 @@ impl ContactSolve {
 fn coupled_contact(
     model: &ClothModel,
     symbolic: &SymbolicFactor,
-    factor: &NumericFactor,
+    factor: &ModelFactor,
     x: &mut [DVec3],
     contact: &mut Contact<'_>,
 ) {
@@ -616,19 +623,26 @@ pub(crate) fn project_and_assemble(model: &ClothModel, x: &[DVec3], scratch: &mu
 fn local_global(
     model: &ClothModel,
     symbolic: &SymbolicFactor,
-    factor: &NumericFactor,
+    factor: &ModelFactor,
     iterations: u32,
     x: &mut [DVec3],
     scratch: &mut Scratch,
     contact: &mut Contact<'_>,
 ) {
+    let ModelFactor::Double(rhs_factor) = factor else {
+        unreachable!("the right-hand-side form runs only on an f64 factor (`solve_substep`)");
+    };
+    scratch
+        .solve
+        .double
+        .resize(model.free_nodes.len(), Lane4::default());
     for _ in 0..iterations {
         project_and_assemble(model, x, scratch);
-        for (b, &node) in scratch.solve.iter_mut().zip(&model.solve_order) {
+        for (b, &node) in scratch.solve.double.iter_mut().zip(&model.solve_order) {
             *b = Lane4::from_vec(scratch.rhs[node as usize]);
         }
-        factor.solve_lanes(symbolic, &mut scratch.solve);
-        for (b, &node) in scratch.solve.iter().zip(&model.solve_order) {
+        rhs_factor.solve_lanes(symbolic, &mut scratch.solve.double);
+        for (b, &node) in scratch.solve.double.iter().zip(&model.solve_order) {
             x[node as usize] = b.vec() + scratch.origin;
         }
         if contact.pass.active() {
@@ -742,7 +756,7 @@ fn mask_gradient(g: &mut [DVec3], mask: Option<&[bool]>) {
 fn lbfgs(
     model: &ClothModel,
     symbolic: &SymbolicFactor,
-    factor: &NumericFactor,
+    factor: &ModelFactor,
     inv_ht2: f64,
     iterations: u32,
     history: usize,

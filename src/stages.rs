@@ -5,7 +5,7 @@
 use glam::DVec3;
 
 use crate::cloth::Cloth;
-use crate::factor::Lane4;
+use crate::factor::{Lane4, Lane4f, PadLanes, SolveLanes};
 use crate::model::ClothModel;
 use crate::solver::Scratch;
 
@@ -14,7 +14,7 @@ pub struct Stages {
     model: std::sync::Arc<ClothModel>,
     x: Vec<DVec3>,
     scratch: Scratch,
-    rhs: Vec<Lane4>,
+    rhs: SolveLanes,
 }
 
 impl Stages {
@@ -27,12 +27,11 @@ impl Stages {
         scratch
             .rhs_const
             .resize(model.mesh.node_count(), DVec3::ZERO);
-        let rhs = cloth
-            .positions()
-            .iter()
-            .take(model.free_nodes.len())
-            .map(|&p| Lane4::from_vec(p))
-            .collect();
+        let free = cloth.positions().iter().take(model.free_nodes.len());
+        let rhs = SolveLanes {
+            double: free.clone().map(|&p| Lane4::from_vec(p)).collect(),
+            single: free.map(|&p| Lane4f::from_vec(p)).collect(),
+        };
         Self {
             x: cloth.positions().to_vec(),
             model,

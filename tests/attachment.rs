@@ -4,7 +4,7 @@
 use glam::{DQuat, DVec3, Vec3};
 use isocloth::{
     AttachError, AttachmentSettings, Attachments, BaseMesh, Cloth, ClothMesh, Influence, Material,
-    Pose, SolverSettings,
+    Pose, SolverMethod, SolverSettings,
 };
 
 mod common;
@@ -32,45 +32,57 @@ use common::max_speed;
 
 /// A swinging cape teleported 100 m away and turned 90 degrees keeps its strain and its largest
 /// speed (to 1e-9 relative), and for the next 30 frames moves as an untouched twin seen through
-/// the same transform, to within 0.1 um (measured: 3 nm; it was 12 um before the solve worked
-/// relative to a point on the cloth).
+/// the same transform. With an `f64` factor (local-global, right-hand-side form) the twins
+/// agree to within 0.1 um (measured: 3 nm; it was 12 um before the solve worked relative to a
+/// point on the cloth). With the default L-BFGS budget the factor is `f32` and its search
+/// directions round differently in the turned frame, so the unconverged iterates part by
+/// rounding: within 20 um (measured 4.6 um; the same default budget with an `f64` factor
+/// measured 3 nm).
 #[test]
 fn teleport_of_100_m_leaves_strain_and_speed_unchanged() {
-    let (mut a, mut b) = (cape(), cape());
-    for c in [&mut a, &mut b] {
-        kick(c);
-        for _ in 0..20 {
-            c.step(1.0 / 60.0).unwrap();
+    let local_global = SolverSettings {
+        method: SolverMethod::LocalGlobal,
+        ..Default::default()
+    };
+    for (settings, bound) in [(local_global, 1e-7), (SolverSettings::default(), 2e-5)] {
+        let (mut a, mut b) = (cape(), cape());
+        for c in [&mut a, &mut b] {
+            c.set_settings(settings).unwrap();
+            kick(c);
+            for _ in 0..20 {
+                c.step(1.0 / 60.0).unwrap();
+            }
         }
+        let jump = Pose::new(
+            DVec3::new(100.0, 0.0, -30.0),
+            DQuat::from_rotation_y(std::f64::consts::FRAC_PI_2),
+        );
+        let (strain, speed) = (b.measures().max_strain, max_speed(&b));
+        b.teleport(&jump).unwrap();
+        let pins: Vec<DVec3> = b
+            .pins()
+            .iter()
+            .map(|&p| b.positions()[p as usize])
+            .collect();
+        b.set_pin_targets(&pins).unwrap();
+        assert!((b.measures().max_strain - strain).abs() <= 1e-9 * strain.max(1e-12));
+        assert!((max_speed(&b) - speed).abs() <= 1e-9 * speed);
+        for _ in 0..30 {
+            a.step(1.0 / 60.0).unwrap();
+            b.step(1.0 / 60.0).unwrap();
+        }
+        let worst = a
+            .positions()
+            .iter()
+            .zip(b.positions())
+            .map(|(p, q)| jump.transform_point(*p).distance(*q))
+            .fold(0.0, f64::max);
+        assert!(
+            worst < bound,
+            "{:?}: teleported cloth drifted {worst} m from its twin",
+            settings.method
+        );
     }
-    let jump = Pose::new(
-        DVec3::new(100.0, 0.0, -30.0),
-        DQuat::from_rotation_y(std::f64::consts::FRAC_PI_2),
-    );
-    let (strain, speed) = (b.measures().max_strain, max_speed(&b));
-    b.teleport(&jump).unwrap();
-    let pins: Vec<DVec3> = b
-        .pins()
-        .iter()
-        .map(|&p| b.positions()[p as usize])
-        .collect();
-    b.set_pin_targets(&pins).unwrap();
-    assert!((b.measures().max_strain - strain).abs() <= 1e-9 * strain.max(1e-12));
-    assert!((max_speed(&b) - speed).abs() <= 1e-9 * speed);
-    for _ in 0..30 {
-        a.step(1.0 / 60.0).unwrap();
-        b.step(1.0 / 60.0).unwrap();
-    }
-    let worst = a
-        .positions()
-        .iter()
-        .zip(b.positions())
-        .map(|(p, q)| jump.transform_point(*p).distance(*q))
-        .fold(0.0, f64::max);
-    assert!(
-        worst < 1e-7,
-        "teleported cloth drifted {worst} m from its twin"
-    );
 }
 
 /// Pinned nodes bound to a bone that spins a full turn in one second sit exactly where the bone

@@ -356,3 +356,39 @@ fn one_lbfgs_iteration_is_the_local_global_step() {
         .fold(0.0, f64::max);
     assert!(worst < 1e-9, "positions differ by {worst} m");
 }
+
+/// A method or budget changed on a running cloth takes effect: after `set_settings` from the
+/// default L-BFGS budget to local-global (a budget switch, as the ECS layer makes when the
+/// platform preset changes), and from there to one L-BFGS iteration per substep, the cloth
+/// moves exactly (bit for bit, over half a second) as a cloth built with those settings from
+/// the start. Before, a method change kept the model's method, and a switch to one iteration
+/// would have kept the `f32` factor L-BFGS uses for several (its solution then moves).
+#[test]
+fn settings_changed_on_a_running_cloth_take_effect() {
+    let steps = |cloth: &mut Cloth| {
+        for _ in 0..30 {
+            cloth.step(1.0 / 60.0).unwrap();
+        }
+    };
+    for settings in [
+        SolverSettings {
+            method: SolverMethod::LocalGlobal,
+            ..Default::default()
+        },
+        SolverSettings {
+            substeps: 2,
+            iterations: 1,
+            ..Default::default()
+        },
+    ] {
+        let (mut switched, _) = two_pin_square(7, SolverSettings::default());
+        steps(&mut switched);
+        let (mut fresh, _) = two_pin_square(7, settings);
+        fresh.restore(&switched.snapshot()).unwrap();
+        switched.set_settings(settings).unwrap();
+        assert_eq!(switched.model().settings().method, settings.method);
+        steps(&mut switched);
+        steps(&mut fresh);
+        assert_eq!(switched.positions(), fresh.positions(), "{settings:?}");
+    }
+}
