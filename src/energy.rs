@@ -123,24 +123,56 @@ pub(crate) fn non_negative(name: &'static str, v: f64) -> Result<(), ClothError>
 /// more than projecting a few thousand triangles (measured: tens of microseconds per wake-up).
 pub(crate) const PARALLEL_MIN_ELEMENTS: usize = 4096;
 
-/// Runs `kernel(element, slot, energy)` over every element: on the calling thread below
-/// [`PARALLEL_MIN_ELEMENTS`], else in parallel. Each element writes only its own slots, so the
-/// result does not depend on the thread count.
-fn for_each_element<P: Send>(
+/// Runs `kernel(element, slot) -> energy` over every element and returns the energies' sum,
+/// formed in element order: on the calling thread below [`PARALLEL_MIN_ELEMENTS`] (summed as it
+/// goes), else in parallel into `energy` (sized here; small models never touch it) and summed
+/// after. Each element writes only its own slot, so the result does not depend on the thread
+/// count.
+///
+/// Without `SUM` the energies are neither summed nor kept (the right-hand-side form of
+/// local-global needs none; summing them as it goes cost its frame 2-3 %) and 0 is returned.
+fn for_each_element<P: Send, const SUM: bool>(
     out: &mut [P],
-    energy: &mut [f64],
-    kernel: impl Fn(usize, &mut P, &mut f64) + Sync,
-) {
-    if out.len() < PARALLEL_MIN_ELEMENTS {
-        for (e, (p, en)) in out.iter_mut().zip(energy.iter_mut()).enumerate() {
-            kernel(e, p, en);
+    energy: &mut Vec<f64>,
+    kernel: impl Fn(usize, &mut P) -> f64 + Sync,
+) -> f64 {
+    if !SUM {
+        if out.len() < PARALLEL_MIN_ELEMENTS {
+            for (e, p) in out.iter_mut().enumerate() {
+                kernel(e, p);
+            }
+        } else {
+            out.par_iter_mut()
+                .enumerate()
+                .with_min_len(PARALLEL_MIN_ELEMENTS / 2)
+                .for_each(|(e, p)| {
+                    kernel(e, p);
+                });
         }
+        return 0.0;
+    }
+    if out.len() < PARALLEL_MIN_ELEMENTS {
+        // A block's kernels first, then their energies summed in order: the sum's chain of
+        // additions stays out of the kernels' loop.
+        let mut sum = 0.0;
+        let mut block = [0.0f64; 64];
+        for (b, chunk) in out.chunks_mut(64).enumerate() {
+            for (k, p) in chunk.iter_mut().enumerate() {
+                block[k] = kernel(64 * b + k, p);
+            }
+            for &en in &block[..chunk.len()] {
+                sum += en;
+            }
+        }
+        sum
     } else {
+        energy.resize(out.len(), 0.0);
         out.par_iter_mut()
             .zip(energy.par_iter_mut())
             .enumerate()
             .with_min_len(PARALLEL_MIN_ELEMENTS / 2)
-            .for_each(|(e, (p, en))| kernel(e, p, en));
+            .for_each(|(e, (p, en))| *en = kernel(e, p));
+        energy.iter().sum()
     }
 }
 
@@ -319,32 +351,38 @@ impl Terms {
     }
 
     /// Local step for isometry: projects every red triangle onto its nearest rotation, writing the
-    /// two columns of `R` to `proj` and its energy `(w/2)|F - R|^2` to `energy`. Parallel.
-    pub fn project_rigid(&self, x: &[DVec3], proj: &mut [[DVec3; 2]], energy: &mut [f64]) {
-        self.rigid_kernel::<false>(x, proj, energy);
+    /// two columns of `R` to `proj`. Parallel on large models. The energy is not computed (the
+    /// right-hand-side form needs none): see [`Self::rigid_residuals`], which returns it.
+    pub fn project_rigid(&self, x: &[DVec3], proj: &mut [[DVec3; 2]]) {
+        self.rigid_kernel::<false>(x, proj, &mut Vec::new());
     }
 
     /// The same projections, writing the residuals `F - R` instead of `R`: scattered with
     /// [`Self::scatter_rigid`] they give the gradient `sum_e w_e A_e^T (A_e x - R_e)`.
-    pub fn rigid_residuals(&self, x: &[DVec3], res: &mut [[DVec3; 2]], energy: &mut [f64]) {
-        self.rigid_kernel::<true>(x, res, energy);
+    pub fn rigid_residuals(
+        &self,
+        x: &[DVec3],
+        res: &mut [[DVec3; 2]],
+        energy: &mut Vec<f64>,
+    ) -> f64 {
+        self.rigid_kernel::<true>(x, res, energy)
     }
 
     fn rigid_kernel<const RESIDUAL: bool>(
         &self,
         x: &[DVec3],
         out: &mut [[DVec3; 2]],
-        energy: &mut [f64],
-    ) {
+        energy: &mut Vec<f64>,
+    ) -> f64 {
         let r = &self.rigid;
-        let kernel = |e: usize, p: &mut [DVec3; 2], en: &mut f64| {
+        let kernel = |e: usize, p: &mut [DVec3; 2]| {
             let f = deformation_gradient(&r.nodes[e], &r.grad[e], x);
             let rot = nearest_rotation(f);
             let d = [f[0] - rot[0], f[1] - rot[1]];
-            *en = 0.5 * r.weight[e] * (d[0].length_squared() + d[1].length_squared());
             *p = if RESIDUAL { d } else { rot };
+            0.5 * r.weight[e] * (d[0].length_squared() + d[1].length_squared())
         };
-        for_each_element(out, energy, kernel);
+        for_each_element::<_, RESIDUAL>(out, energy, kernel)
     }
 
     /// Adds `sum_e w_e A_e^T p_e` for the isometry projections to `rhs`.
@@ -359,35 +397,35 @@ impl Terms {
         }
     }
 
-    /// Local step for render-edge springs: the edge vector `x_a - x_b` scaled to its rest length,
-    /// and the spring energy. Parallel like [`Self::project_rigid`].
-    pub fn project_springs(&self, x: &[DVec3], proj: &mut [DVec3], energy: &mut [f64]) {
-        self.spring_kernel::<false>(x, proj, energy);
+    /// Local step for render-edge springs: the edge vector `x_a - x_b` scaled to its rest length.
+    /// Parallel like [`Self::project_rigid`].
+    pub fn project_springs(&self, x: &[DVec3], proj: &mut [DVec3]) {
+        self.spring_kernel::<false>(x, proj, &mut Vec::new());
     }
 
     /// The same, writing the residual `(x_a - x_b) - p` (the gradient's part, like
     /// [`Self::rigid_residuals`]).
-    pub fn spring_residuals(&self, x: &[DVec3], res: &mut [DVec3], energy: &mut [f64]) {
-        self.spring_kernel::<true>(x, res, energy);
+    pub fn spring_residuals(&self, x: &[DVec3], res: &mut [DVec3], energy: &mut Vec<f64>) -> f64 {
+        self.spring_kernel::<true>(x, res, energy)
     }
 
     fn spring_kernel<const RESIDUAL: bool>(
         &self,
         x: &[DVec3],
         out: &mut [DVec3],
-        energy: &mut [f64],
-    ) {
+        energy: &mut Vec<f64>,
+    ) -> f64 {
         let sp = &self.springs;
-        let kernel = |e: usize, p: &mut DVec3, en: &mut f64| {
+        let kernel = |e: usize, p: &mut DVec3| {
             let [a, b] = sp.nodes[e];
             let d = x[a as usize] - x[b as usize];
             let len = d.length();
             let dir = if len > 1e-300 { d / len } else { DVec3::X };
             let target = dir * sp.rest[e];
             *p = if RESIDUAL { d - target } else { target };
-            *en = 0.5 * sp.weight[e] * (len - sp.rest[e]) * (len - sp.rest[e]);
+            0.5 * sp.weight[e] * (len - sp.rest[e]) * (len - sp.rest[e])
         };
-        for_each_element(out, energy, kernel);
+        for_each_element::<_, RESIDUAL>(out, energy, kernel)
     }
 
     /// Adds `sum_e w_e A_e^T p_e` for the spring projections to `rhs`.
@@ -400,33 +438,33 @@ impl Terms {
     }
 
     /// Local step for curved bending rows: the rest curvature rotated into the current frame.
-    pub fn project_curved(&self, x: &[DVec3], targets: &mut [DVec3], energy: &mut [f64]) {
-        self.curved_kernel::<false>(x, targets, energy);
+    pub fn project_curved(&self, x: &[DVec3], targets: &mut [DVec3]) {
+        self.curved_kernel::<false>(x, targets, &mut Vec::new());
     }
 
     /// The same, writing the residual `L_i x - b_i` (the gradient's part, like
     /// [`Self::rigid_residuals`]).
-    pub fn curved_residuals(&self, x: &[DVec3], res: &mut [DVec3], energy: &mut [f64]) {
-        self.curved_kernel::<true>(x, res, energy);
+    pub fn curved_residuals(&self, x: &[DVec3], res: &mut [DVec3], energy: &mut Vec<f64>) -> f64 {
+        self.curved_kernel::<true>(x, res, energy)
     }
 
     fn curved_kernel<const RESIDUAL: bool>(
         &self,
         x: &[DVec3],
         out: &mut [DVec3],
-        energy: &mut [f64],
-    ) {
+        energy: &mut Vec<f64>,
+    ) -> f64 {
         let b = &self.bending;
-        let kernel = |k: usize, t: &mut DVec3, en: &mut f64| {
+        let kernel = |k: usize, t: &mut DVec3| {
             let c = &b.curved[k];
             let frame = local_frame(c, x);
             let target =
                 frame[0] * c.rest_local.x + frame[1] * c.rest_local.y + frame[2] * c.rest_local.z;
             let lx = b.rows.apply(c.row as usize, x);
-            *en = 0.5 * b.rows.weight[c.row as usize] * (lx - target).length_squared();
             *t = if RESIDUAL { lx - target } else { target };
+            0.5 * b.rows.weight[c.row as usize] * (lx - target).length_squared()
         };
-        for_each_element(out, energy, kernel);
+        for_each_element::<_, RESIDUAL>(out, energy, kernel)
     }
 
     /// Adds `sum_i w_i L_i^T b_i` for the curved bending targets to `rhs`.
