@@ -1154,29 +1154,38 @@ impl Lane4 {
     }
 }
 
-impl Add for Lane4 {
-    type Output = Lane4;
-    #[inline(always)]
-    fn add(self, o: Lane4) -> Lane4 {
-        Lane4(std::array::from_fn(|k| self.0[k] + o.0[k]))
-    }
+/// Lane-wise `+` and `-`, and `*` by an `f64` (rounded to the lanes' type first), for a padded
+/// lane type over `$t`.
+macro_rules! lane_arithmetic {
+    ($lanes:ident, $t:ty) => {
+        impl Add for $lanes {
+            type Output = $lanes;
+            #[inline(always)]
+            fn add(self, o: $lanes) -> $lanes {
+                $lanes(std::array::from_fn(|k| self.0[k] + o.0[k]))
+            }
+        }
+
+        impl Sub for $lanes {
+            type Output = $lanes;
+            #[inline(always)]
+            fn sub(self, o: $lanes) -> $lanes {
+                $lanes(std::array::from_fn(|k| self.0[k] - o.0[k]))
+            }
+        }
+
+        impl Mul<f64> for $lanes {
+            type Output = $lanes;
+            #[inline(always)]
+            fn mul(self, s: f64) -> $lanes {
+                let s = s as $t;
+                $lanes(std::array::from_fn(|k| self.0[k] * s))
+            }
+        }
+    };
 }
 
-impl Sub for Lane4 {
-    type Output = Lane4;
-    #[inline(always)]
-    fn sub(self, o: Lane4) -> Lane4 {
-        Lane4(std::array::from_fn(|k| self.0[k] - o.0[k]))
-    }
-}
-
-impl Mul<f64> for Lane4 {
-    type Output = Lane4;
-    #[inline(always)]
-    fn mul(self, s: f64) -> Lane4 {
-        Lane4(std::array::from_fn(|k| self.0[k] * s))
-    }
-}
+lane_arithmetic!(Lane4, f64);
 
 /// A right-hand-side element of the sweeps: a scalar or padded lanes.
 pub(crate) trait Elem<V>:
@@ -1247,30 +1256,7 @@ impl PadLanes for Lane4f {
     }
 }
 
-impl Add for Lane4f {
-    type Output = Lane4f;
-    #[inline(always)]
-    fn add(self, o: Lane4f) -> Lane4f {
-        Lane4f(std::array::from_fn(|k| self.0[k] + o.0[k]))
-    }
-}
-
-impl Sub for Lane4f {
-    type Output = Lane4f;
-    #[inline(always)]
-    fn sub(self, o: Lane4f) -> Lane4f {
-        Lane4f(std::array::from_fn(|k| self.0[k] - o.0[k]))
-    }
-}
-
-impl Mul<f64> for Lane4f {
-    type Output = Lane4f;
-    #[inline(always)]
-    fn mul(self, s: f64) -> Lane4f {
-        let s = s as f32;
-        Lane4f(std::array::from_fn(|k| self.0[k] * s))
-    }
-}
+lane_arithmetic!(Lane4f, f32);
 
 impl Elem<f32> for Lane4f {
     #[inline(always)]
