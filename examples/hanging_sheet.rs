@@ -11,6 +11,8 @@
 //! `further_instance_bytes` what a second cloth of the same model adds.
 //!
 //! Run: `cargo run --release --example hanging_sheet`. Prints a table, then one JSON line.
+//! Another budget: `cargo run --release --example hanging_sheet -- 1 2` (substeps, then L-BFGS
+//! iterations per substep); the JSON's `budget` names the one run.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::Arc;
@@ -64,7 +66,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|i| BaseMesh::grid_index(cells, i, cells))
         .collect();
     let pins = mesh.nodes_for_vertices(&top, true);
-    let settings = SolverSettings::default();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let settings = match args.as_slice() {
+        [] => SolverSettings::default(),
+        [substeps, iterations] => SolverSettings {
+            substeps: substeps.parse()?,
+            iterations: iterations.parse()?,
+            ..Default::default()
+        },
+        _ => return Err("usage: hanging_sheet [SUBSTEPS ITERATIONS]".into()),
+    };
     let model = ClothModel::new(Arc::new(mesh), Material::default(), &pins, settings)?;
     drop(base);
     let model_bytes = live() - before_model;
@@ -144,6 +155,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         further_instance_bytes as f64 / 1024.0
     );
     let json = serde_json::json!({
+        "budget": format!("{}x{}", settings.substeps, settings.iterations),
         "nodes": nodes,
         "iterations": iterations,
         "step_ms_median": median,
