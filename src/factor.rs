@@ -524,6 +524,16 @@ pub(crate) struct SolveLanes {
     pub single: Vec<Lane4f>,
 }
 
+/// Runs `$e` with `$f` bound to the factor inside either variant of a [`ModelFactor`].
+macro_rules! each {
+    ($self:expr, $f:ident => $e:expr) => {
+        match $self {
+            ModelFactor::Double($f) => $e,
+            ModelFactor::Single($f) => $e,
+        }
+    };
+}
+
 impl ModelFactor {
     /// Factors `m` as [`NumericFactor::factorize`] does, keeping the values in `precision`.
     pub fn factorize(
@@ -561,10 +571,7 @@ impl ModelFactor {
         decouple: Option<&[bool]>,
         scratch: &mut FactorScratch,
     ) -> Result<(), ClothError> {
-        match self {
-            Self::Double(f) => f.refactor(symbolic, m, decouple, scratch),
-            Self::Single(f) => f.refactor(symbolic, m, decouple, scratch),
-        }
+        each!(self, f => f.refactor(symbolic, m, decouple, scratch))
     }
 
     /// [`NumericFactor::solve_permuted`] through the lanes of this factor's precision (sized
@@ -598,34 +605,22 @@ impl ModelFactor {
 
     /// [`NumericFactor::solve_scalar_permuted`] (the solve in `f64` either way).
     pub fn solve_scalar_permuted(&self, symbolic: &SymbolicFactor, b: &mut [f64]) {
-        match self {
-            Self::Double(f) => f.solve_scalar_permuted(symbolic, b),
-            Self::Single(f) => f.solve_scalar_permuted(symbolic, b),
-        }
+        each!(self, f => f.solve_scalar_permuted(symbolic, b))
     }
 
     /// [`NumericFactor::stream`].
     pub fn stream(&self, symbolic: &SymbolicFactor) -> f64 {
-        match self {
-            Self::Double(f) => f.stream(symbolic),
-            Self::Single(f) => f.stream(symbolic),
-        }
+        each!(self, f => f.stream(symbolic))
     }
 
     /// [`NumericFactor::bytes_per_sweep`].
     pub fn bytes_per_sweep(&self, symbolic: &SymbolicFactor) -> usize {
-        match self {
-            Self::Double(f) => f.bytes_per_sweep(symbolic),
-            Self::Single(f) => f.bytes_per_sweep(symbolic),
-        }
+        each!(self, f => f.bytes_per_sweep(symbolic))
     }
 
     /// [`NumericFactor::bytes`].
     pub fn bytes(&self) -> usize {
-        match self {
-            Self::Double(f) => f.bytes(),
-            Self::Single(f) => f.bytes(),
-        }
+        each!(self, f => f.bytes())
     }
 }
 
