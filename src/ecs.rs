@@ -54,6 +54,11 @@ use crate::error::ClothError;
 use crate::model::{SolverMethod, SolverSettings};
 
 /// The simulated cloth of an entity (a cape, a banner, a skirt).
+///
+/// The systems configure the cloth on every tick from the [`ClothConfig`] resource, or from the
+/// entity's [`ClothConfigOverride`]. That sets the budget, timestep, gravity, contact settings
+/// and air. A change of budget or timestep refactors the matrix. From the settings the cloth was
+/// built with, only the integrator and the catch-up frames are kept.
 #[derive(Component, Debug)]
 pub struct ClothSim {
     /// The core cloth, stepped by [`ClothSystems::S2Step`].
@@ -345,6 +350,8 @@ pub struct DemoCharacter {
 /// Spawns the procedural character of [`crate::rig`] at its current pose (bone entities with
 /// their colliders) and its demo cape ([`crate::rig::demo_cape`] with `settings`), skinned to
 /// the shoulders with [`crate::rig::demo_cape_attachments`]. For demos, soak tests and tuning.
+/// From the first tick the budget, timestep and gravity come from the config, as for any
+/// [`ClothSim`]. Pass settings that match it to avoid a refactorisation on that tick.
 pub fn spawn_demo_character(
     world: &mut World,
     character: &crate::rig::CharacterRig,
