@@ -12,12 +12,13 @@
 //!
 //! Run: `cargo run --release --example collide`. Prints a table, then one JSON line.
 
+#[path = "common/collide_scenes.rs"]
+mod collide_scenes;
+
 use std::time::Instant;
 
-use glam::{DQuat, DVec3, Vec3};
-use isocloth::{
-    BaseMesh, Cloth, ClothMesh, ColliderSet, ColliderShape, Material, Pose, SolverSettings,
-};
+use collide_scenes::{LimbSweep, two_body_drop};
+use isocloth::{Cloth, ColliderSet, SolverSettings};
 
 /// Figures of one scene.
 #[derive(Default)]
@@ -56,28 +57,8 @@ fn percentile(v: &[f64], q: f64) -> f64 {
     s[((s.len() - 1) as f64 * q).round() as usize]
 }
 
-fn lying(center: DVec3) -> Pose {
-    Pose::new(center, DQuat::from_rotation_z(-std::f64::consts::FRAC_PI_2))
-}
-
 fn drop_scene() -> Result<Scene, Box<dyn std::error::Error>> {
-    let cells = 16;
-    let base = BaseMesh::rectangle(0.8, 0.8, cells, cells)?
-        .map_positions(|p| Vec3::new(p.x - 0.4, 0.35, -(p.y - 0.4)));
-    let mesh = ClothMesh::new(&base)?;
-    let mut cloth = Cloth::from_mesh(mesh, Material::default(), &[], SolverSettings::default())?;
-    let mut colliders = ColliderSet::new();
-    colliders.add(
-        ColliderShape::Capsule {
-            half_height: 0.3,
-            radius: 0.1,
-        },
-        lying(DVec3::new(0.0, 0.0, -0.15)),
-    )?;
-    colliders.add(
-        ColliderShape::Sphere { radius: 0.12 },
-        Pose::from_translation(DVec3::new(0.1, 0.0, 0.2)),
-    )?;
+    let (mut cloth, mut colliders) = two_body_drop(SolverSettings::default())?;
     let mut scene = Scene::default();
     for _ in 0..180 {
         let t = Instant::now();
@@ -90,40 +71,21 @@ fn drop_scene() -> Result<Scene, Box<dyn std::error::Error>> {
 }
 
 fn sweep_scene() -> Result<Scene, Box<dyn std::error::Error>> {
-    let cells = 16;
-    let base = BaseMesh::rectangle(1.0, 1.0, cells, cells)?
-        .map_positions(|p| Vec3::new(p.x - 0.5, p.y, 0.0));
-    let mesh = ClothMesh::new(&base)?;
-    let top: Vec<u32> = (0..=cells)
-        .map(|i| BaseMesh::grid_index(cells, i, cells))
-        .collect();
-    let pins = mesh.nodes_for_vertices(&top, true);
-    let mut cloth = Cloth::from_mesh(mesh, Material::default(), &pins, SolverSettings::default())?;
-    let (radius, half) = (0.04, 0.2);
-    let mut colliders = ColliderSet::new();
-    let start = lying(DVec3::new(0.0, 0.4, -0.4));
-    let limb = colliders.add(
-        ColliderShape::Capsule {
-            half_height: half,
-            radius,
-        },
-        start,
-    )?;
+    let sweep = LimbSweep {
+        radius: 0.04,
+        speed: 10.0,
+    };
+    let (mut cloth, mut colliders, limb) = sweep.setup(SolverSettings::default())?;
     let mut scene = Scene::default();
     for frame in 0..60 {
-        let z = (-0.4 + 10.0 * (frame + 1) as f64 / 60.0).min(0.4);
-        colliders.set_pose(limb, Pose::new(DVec3::new(0.0, 0.4, z), start.rotation))?;
+        colliders.set_pose(limb, sweep.pose_after(Some(frame)))?;
         let t = Instant::now();
         cloth.step_with(1.0 / 60.0, &colliders)?;
         let ms = t.elapsed().as_secs_f64() * 1e3;
         colliders.finish_frame();
         scene.record(&cloth, &colliders, ms);
-        if frame < 10 {
-            let behind = cloth
-                .positions()
-                .iter()
-                .filter(|p| p.x.abs() < half && (p.y - 0.4).abs() < radius && p.z < z)
-                .count();
+        if frame < sweep.footprint_frames() {
+            let behind = sweep.behind(cloth.positions(), sweep.z_after(Some(frame)));
             scene.tunnelled_nodes = scene.tunnelled_nodes.max(behind);
         }
     }

@@ -1,0 +1,302 @@
+//! A small software renderer for the examples' pictures: cloth triangles shaded by a fixed light,
+//! kinematic bodies (capsules and spheres) as round-capped strokes, an optional ground grid, all
+//! in perspective and painted far to near with tiny-skia. Used by `cape` and `contact_gallery`.
+
+use glam::{DMat4, DQuat, DVec3, DVec4, Vec3};
+use isocloth::{ColliderShape, Pose};
+use tiny_skia::{Color, FillRule, LineCap, Paint, PathBuilder, Pixmap, Stroke, Transform};
+
+/// A pinhole camera.
+pub struct Camera {
+    /// Where it is.
+    pub eye: DVec3,
+    view_proj: DMat4,
+    /// Vertical field of view in radians.
+    fov_y: f64,
+    width: f64,
+    height: f64,
+}
+
+impl Camera {
+    /// A camera at `eye` looking at `target` (world +Y up) with a vertical field of view of
+    /// `fov_y` radians, for a picture of `width` x `height` pixels.
+    pub fn look_at(eye: DVec3, target: DVec3, fov_y: f64, width: u32, height: u32) -> Self {
+        let view = glam::dcamera::rh::view::look_at_mat4(eye, target, DVec3::Y);
+        let proj = glam::dcamera::rh::proj::directx::perspective(
+            fov_y,
+            width as f64 / height as f64,
+            0.05,
+            50.0,
+        );
+        Self {
+            eye,
+            view_proj: proj * view,
+            fov_y,
+            width: width as f64,
+            height: height as f64,
+        }
+    }
+
+    /// The `cape` demo's camera: following the character from behind and to its side.
+    pub fn following(target: DVec3, heading: f64, width: u32, height: u32) -> Self {
+        let back = DQuat::from_rotation_y(heading) * DVec3::new(1.6, 0.9, -2.6);
+        Self::look_at(target + back, target, 0.8, width, height)
+    }
+
+    /// Pixel coordinates and depth, or none behind the camera.
+    fn project(&self, p: DVec3) -> Option<(f32, f32, f64)> {
+        let c = self.view_proj * DVec4::new(p.x, p.y, p.z, 1.0);
+        if c.w <= 1e-6 {
+            return None;
+        }
+        let (x, y) = (c.x / c.w, c.y / c.w);
+        Some((
+            ((x * 0.5 + 0.5) * self.width) as f32,
+            ((0.5 - y * 0.5) * self.height) as f32,
+            c.w,
+        ))
+    }
+
+    /// Pixels per metre at depth `depth`.
+    fn scale_at(&self, depth: f64) -> f64 {
+        (self.height / (2.0 * (0.5 * self.fov_y).tan())) / depth
+    }
+}
+
+/// A square grid on the ground plane y = 0.
+pub struct Grid {
+    /// The grid is centred on this point's x and z, snapped to whole cells.
+    pub center: DVec3,
+    /// Side of one cell in metres.
+    pub spacing: f64,
+    /// Lines on each side of the centre.
+    pub lines: i32,
+}
+
+/// What to draw besides the cloth and the bodies.
+pub struct Style {
+    /// A ground grid, if any.
+    pub ground: Option<Grid>,
+    /// Whether to stroke each body's outline over everything, so that bodies stay visible
+    /// under the cloth.
+    pub body_outlines: bool,
+    /// Whether to sort each body by the depth of its far side rather than its centre, so that
+    /// cloth lying on it is painted over it (for cloth draped over bodies seen from outside;
+    /// the cape, seen from behind the character, sorts by centre).
+    pub far_body_depth: bool,
+}
+
+enum Shape {
+    Triangle([(f32, f32); 3], Color),
+    Capsule((f32, f32), (f32, f32), f32, Color),
+    Line((f32, f32), (f32, f32), Color),
+}
+
+/// Draws one frame: ground grid, bodies and the cloth (render positions and triangle indices),
+/// far to near; then, if asked, the bodies' outlines on top. Planes among `bodies` are not
+/// drawn (use a ground grid).
+pub fn render(
+    cam: &Camera,
+    positions: &[Vec3],
+    indices: &[u32],
+    bodies: &[(ColliderShape, Pose)],
+    style: &Style,
+    width: u32,
+    height: u32,
+) -> Pixmap {
+    let mut pixmap = Pixmap::new(width, height).expect("nonzero size");
+    pixmap.fill(Color::from_rgba8(236, 240, 245, 255));
+    let mut shapes: Vec<(f64, Shape)> = Vec::new();
+    if let Some(grid) = &style.ground {
+        let s = grid.spacing;
+        let (gx, gz) = (
+            (grid.center.x / s).round() * s,
+            (grid.center.z / s).round() * s,
+        );
+        let half = grid.lines as f64 * s;
+        for k in -grid.lines..=grid.lines {
+            let k = k as f64 * s;
+            for (a, b) in [
+                (
+                    DVec3::new(gx + k, 0.0, gz - half),
+                    DVec3::new(gx + k, 0.0, gz + half),
+                ),
+                (
+                    DVec3::new(gx - half, 0.0, gz + k),
+                    DVec3::new(gx + half, 0.0, gz + k),
+                ),
+            ] {
+                if let (Some(p), Some(q)) = (cam.project(a), cam.project(b)) {
+                    shapes.push((
+                        1e9,
+                        Shape::Line(
+                            (p.0, p.1),
+                            (q.0, q.1),
+                            Color::from_rgba8(200, 205, 215, 255),
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    let light = DVec3::new(0.4, 0.8, -0.45).normalize();
+    let mut outlines = Vec::new();
+    for (shape, pose) in bodies {
+        let Some((a, b, r)) = body_segment(shape, pose) else {
+            continue;
+        };
+        if let (Some(p), Some(q)) = (cam.project(a), cam.project(b)) {
+            let depth = 0.5 * (p.2 + q.2);
+            let width = (2.0 * r * cam.scale_at(depth)) as f32;
+            let sort_depth = if style.far_body_depth {
+                p.2.max(q.2) + r
+            } else {
+                depth
+            };
+            let axis = (b - a).normalize_or(DVec3::Y);
+            let shade = 0.55 + 0.35 * axis.cross(light).length();
+            let g = (150.0 * shade) as u8;
+            shapes.push((
+                sort_depth,
+                Shape::Capsule(
+                    (p.0, p.1),
+                    (q.0, q.1),
+                    width,
+                    Color::from_rgba8(g / 2, g, (g as f32 * 1.3).min(255.0) as u8, 255),
+                ),
+            ));
+            outlines.push(((p.0, p.1), (q.0, q.1), width));
+        }
+    }
+    for t in indices.chunks_exact(3) {
+        let [a, b, c] = [t[0], t[1], t[2]].map(|i| positions[i as usize].as_dvec3());
+        let n = (b - a).cross(c - a).normalize_or(DVec3::Y);
+        let (Some(p), Some(q), Some(r)) = (cam.project(a), cam.project(b), cam.project(c)) else {
+            continue;
+        };
+        let lit = 0.35 + 0.65 * n.dot(light).abs();
+        // One side red, the other gold (for the cape, the mesh's normals point at the wearer's
+        // back: the side seen from behind them is the red outside, the other the lining).
+        let centroid = (a + b + c) / 3.0;
+        let outside = n.dot(cam.eye - centroid) < 0.0;
+        let (cr, cg, cb) = if outside {
+            (190.0, 40.0, 45.0)
+        } else {
+            (200.0, 160.0, 60.0)
+        };
+        let color = Color::from_rgba8((cr * lit) as u8, (cg * lit) as u8, (cb * lit) as u8, 255);
+        shapes.push((
+            (p.2 + q.2 + r.2) / 3.0,
+            Shape::Triangle([(p.0, p.1), (q.0, q.1), (r.0, r.1)], color),
+        ));
+    }
+    shapes.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let mut paint = Paint {
+        anti_alias: true,
+        ..Default::default()
+    };
+    for (_, shape) in shapes {
+        match shape {
+            Shape::Triangle(v, color) => {
+                let mut pb = PathBuilder::new();
+                pb.move_to(v[0].0, v[0].1);
+                pb.line_to(v[1].0, v[1].1);
+                pb.line_to(v[2].0, v[2].1);
+                pb.close();
+                if let Some(path) = pb.finish() {
+                    paint.set_color(color);
+                    pixmap.fill_path(
+                        &path,
+                        &paint,
+                        FillRule::Winding,
+                        Transform::identity(),
+                        None,
+                    );
+                    // A hairline of the same colour closes the seams between triangles.
+                    let stroke = Stroke {
+                        width: 0.6,
+                        ..Default::default()
+                    };
+                    pixmap.stroke_path(&path, &paint, &stroke, Transform::identity(), None);
+                }
+            }
+            Shape::Capsule(a, b, width, color) => stroke_segment(&mut pixmap, a, b, width, color),
+            Shape::Line(a, b, color) => stroke_segment(&mut pixmap, a, b, 1.0, color),
+        }
+    }
+    if style.body_outlines {
+        for (a, b, width) in outlines {
+            outline_segment(&mut pixmap, a, b, width);
+        }
+    }
+    pixmap
+}
+
+/// A body's axis segment (both ends the centre for a sphere) and radius, in world space; none
+/// for a plane.
+fn body_segment(shape: &ColliderShape, pose: &Pose) -> Option<(DVec3, DVec3, f64)> {
+    match *shape {
+        ColliderShape::Capsule {
+            half_height,
+            radius,
+        } => Some((
+            pose.transform_point(DVec3::new(0.0, -half_height, 0.0)),
+            pose.transform_point(DVec3::new(0.0, half_height, 0.0)),
+            radius,
+        )),
+        ColliderShape::Sphere { radius } => Some((pose.translation, pose.translation, radius)),
+        ColliderShape::Plane => None,
+    }
+}
+
+/// The path of a segment from `a` to `b` (nudged so that a point, a sphere, still has a
+/// direction for its round caps).
+fn segment_path(a: (f32, f32), b: (f32, f32)) -> Option<tiny_skia::Path> {
+    let mut pb = PathBuilder::new();
+    pb.move_to(a.0, a.1);
+    pb.line_to(b.0 + 0.01, b.1);
+    pb.finish()
+}
+
+fn round_stroke(width: f32) -> Stroke {
+    Stroke {
+        width: width.max(1.0),
+        line_cap: LineCap::Round,
+        ..Default::default()
+    }
+}
+
+/// A segment with round caps (a capsule seen from the side, or a grid line).
+fn stroke_segment(pixmap: &mut Pixmap, a: (f32, f32), b: (f32, f32), width: f32, color: Color) {
+    if let Some(path) = segment_path(a, b) {
+        let mut paint = Paint {
+            anti_alias: true,
+            ..Default::default()
+        };
+        paint.set_color(color);
+        pixmap.stroke_path(
+            &path,
+            &paint,
+            &round_stroke(width),
+            Transform::identity(),
+            None,
+        );
+    }
+}
+
+/// The outline of [`stroke_segment`]'s shape: a thin dark line around it.
+fn outline_segment(pixmap: &mut Pixmap, a: (f32, f32), b: (f32, f32), width: f32) {
+    let Some(outline) = segment_path(a, b).and_then(|p| p.stroke(&round_stroke(width), 1.0)) else {
+        return;
+    };
+    let mut paint = Paint {
+        anti_alias: true,
+        ..Default::default()
+    };
+    paint.set_color(Color::from_rgba8(20, 60, 90, 220));
+    let thin = Stroke {
+        width: 1.2,
+        ..Default::default()
+    };
+    pixmap.stroke_path(&outline, &paint, &thin, Transform::identity(), None);
+}
