@@ -26,6 +26,7 @@ use crate::ecs::{
 };
 use crate::energy::Material;
 use crate::mesh::{BaseMesh, ClothMesh};
+use crate::obj::{ObjMesh, ObjOptions};
 use crate::rig::{self, Animation, CharacterRig};
 
 /// Why a scenario could not run: one line naming the problem.
@@ -47,9 +48,8 @@ impl From<&str> for ScenarioError {
 
 /// Most frames a scenario may run (about 28 minutes at 60 Hz).
 const MAX_FRAMES: u32 = 100_000;
-/// Most base-mesh cells along one side of a generated mesh, and most OBJ vertices.
+/// Most base-mesh cells along one side of a generated mesh.
 const MAX_CELLS: usize = 512;
-const MAX_OBJ_VERTICES: usize = 200_000;
 /// Most nodes of a subdivided scenario mesh.
 const MAX_NODES: usize = 40_000;
 /// Largest coordinate, size or speed accepted anywhere (metres, m/s).
@@ -101,8 +101,13 @@ enum MeshSource {
         rings: usize,
         segments: usize,
     },
-    /// An OBJ file (path relative to the scenario file); all its shapes, merged.
-    Obj { path: String },
+    /// An OBJ file (path relative to the scenario file), read by the rules of [`crate::obj`];
+    /// `keep_open` lists OBJ vertices (0-based) never merged with others at their position.
+    Obj {
+        path: String,
+        #[serde(default)]
+        keep_open: Vec<u32>,
+    },
 }
 
 #[derive(Deserialize, Default)]
@@ -237,53 +242,27 @@ fn disc(radius: f32, rings: usize, segments: usize) -> BaseMesh {
     BaseMesh::new(positions, triangles)
 }
 
-fn load_obj(path: &Path) -> Fallible<BaseMesh> {
+fn load_obj(path: &Path, keep_open: &[u32]) -> Fallible<ObjMesh> {
     let file = std::fs::File::open(path).map_err(|e| format!("mesh {}: {e}", path.display()))?;
-    obj_mesh(&mut std::io::BufReader::new(file))
+    let options = ObjOptions {
+        keep_open: keep_open.to_vec(),
+    };
+    ObjMesh::read(&mut std::io::BufReader::new(file), &options)
         .map_err(|e| format!("mesh {}: {e}", path.display()).into())
 }
 
-/// Reads a base mesh from OBJ text (all objects merged, polygons triangulated, materials
-/// ignored). Refuses more than 200,000 vertices and coordinates that are not finite or lie
-/// farther than 10 km from the origin; the mesh itself is checked by [`ClothMesh::new`].
+/// Reads a base mesh from OBJ text by the rules of [`crate::obj`] (all objects merged, polygons
+/// triangulated in their plane, vertices at one position merged, materials ignored). The mesh
+/// itself is checked by [`ClothMesh::new`].
 pub fn obj_mesh(reader: &mut impl std::io::BufRead) -> Result<BaseMesh, ScenarioError> {
-    let (models, _) = tobj::load_obj_buf(
-        reader,
-        &tobj::LoadOptions {
-            triangulate: true,
-            single_index: true,
-            ..Default::default()
-        },
-        |_| Err(tobj::LoadError::OpenFileFailed),
-    )
-    .map_err(|e| e.to_string())?;
-    let mut positions = Vec::new();
-    let mut triangles = Vec::new();
-    for m in &models {
-        let base = positions.len() as u32;
-        let p = &m.mesh.positions;
-        if positions.len() + p.len() / 3 > MAX_OBJ_VERTICES {
-            return Err(format!("more than {MAX_OBJ_VERTICES} vertices").into());
-        }
-        positions.extend(p.chunks_exact(3).map(|v| Vec3::new(v[0], v[1], v[2])));
-        for t in m.mesh.indices.chunks_exact(3) {
-            triangles.push([
-                base.saturating_add(t[0]),
-                base.saturating_add(t[1]),
-                base.saturating_add(t[2]),
-            ]);
-        }
-    }
-    if positions
-        .iter()
-        .any(|p| !p.is_finite() || p.abs().max_element() > MAX_SIZE as f32)
-    {
-        return Err("a vertex is not finite or is absurdly far".into());
-    }
-    Ok(BaseMesh::new(positions, triangles))
+    ObjMesh::read(reader, &ObjOptions::default())
+        .map(|m| m.base)
+        .map_err(|e| e.to_string().into())
 }
 
-fn base_mesh(s: &Scenario, dir: &Path) -> Fallible<BaseMesh> {
+/// The scenario's base mesh, placed, and the OBJ it came from (to locate mesh errors in it).
+fn base_mesh(s: &Scenario, dir: &Path) -> Fallible<(BaseMesh, Option<ObjMesh>)> {
+    let mut obj = None;
     let base = match &s.mesh {
         MeshSource::Rectangle {
             width,
@@ -309,13 +288,19 @@ fn base_mesh(s: &Scenario, dir: &Path) -> Fallible<BaseMesh> {
                 segments,
             )
         }
-        MeshSource::Obj { path } => load_obj(&dir.join(path))?,
+        MeshSource::Obj { path, keep_open } => {
+            let loaded = load_obj(&dir.join(path), keep_open)?;
+            let base = loaded.base.clone();
+            obj = Some(loaded);
+            base
+        }
     };
     let place = Pose::new(
         vec3(s.placement.translation, "placement translation")?,
         rotation(s.placement.rotation_deg, "placement rotation")?,
     );
-    Ok(base.map_positions(|p| place.transform_point(p.as_dvec3()).as_vec3()))
+    let placed = base.map_positions(|p| place.transform_point(p.as_dvec3()).as_vec3());
+    Ok((placed, obj))
 }
 
 fn pinned_vertices(s: &Scenario, base: &BaseMesh) -> Fallible<Vec<u32>> {
@@ -423,7 +408,7 @@ pub fn load(text: &str, dir: &Path) -> Result<LoadedScenario, ScenarioError> {
     if s.frames == 0 || s.frames > MAX_FRAMES {
         return Err(format!("frames must be in 1..={MAX_FRAMES}: {}", s.frames).into());
     }
-    let base = base_mesh(&s, dir)?;
+    let (base, obj) = base_mesh(&s, dir)?;
     let pinned = pinned_vertices(&s, &base)?;
     if s.character.as_ref().is_some_and(|c| c.attach_pins) && pinned.is_empty() {
         return Err("character: attach_pins needs pinned vertices (pins is empty)".into());
@@ -437,7 +422,10 @@ pub fn load(text: &str, dir: &Path) -> Result<LoadedScenario, ScenarioError> {
         )
         .into());
     }
-    let mesh = ClothMesh::new(&base).map_err(|e| format!("mesh: {e}"))?;
+    let mesh = ClothMesh::new(&base).map_err(|e| match &obj {
+        Some(obj) => format!("mesh: {}", obj.describe(&e)),
+        None => format!("mesh: {e}"),
+    })?;
     if mesh.node_count() > MAX_NODES {
         return Err(format!(
             "mesh: {} nodes after subdivision, at most {MAX_NODES}",
