@@ -286,3 +286,36 @@ pub enum ObjError {
         max: usize,
     },
 }
+
+/// A settings file (RON) that could not be read: where, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{line}:{column}: {}{message}", field_prefix(.path))]
+pub struct RonError {
+    /// Line of the value at fault, from 1.
+    pub line: usize,
+    /// Column of the value at fault, from 1.
+    pub column: usize,
+    /// Path of fields to the value (`colliders[2].shape.Sphere.radius`); empty at the top.
+    pub path: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl RonError {
+    pub(crate) fn new(e: ron::error::SpannedError, path: impl Into<String>) -> Self {
+        Self {
+            line: e.span.start.line,
+            column: e.span.start.col,
+            path: path.into(),
+            message: e.code.to_string(),
+        }
+    }
+}
+
+fn field_prefix(path: &str) -> String {
+    if path.is_empty() {
+        String::new()
+    } else {
+        format!("{path}: ")
+    }
+}

@@ -37,7 +37,8 @@
 //! spheres and planes; the only place parry3d is used), [`attachment`] (pins driven by bones,
 //! skinning, teleports, inertia scaling), [`equilibrium`] (static
 //! equilibrium by Newton's method: pre-settling and converged references), [`obj`] (OBJ import:
-//! n-gons triangulated in their plane, seam vertices merged).
+//! n-gons triangulated in their plane, seam vertices merged), [`load`] (settings files with
+//! errors at the line).
 
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
@@ -54,6 +55,7 @@ pub mod error;
 mod factor;
 mod flags;
 pub mod integrator;
+pub mod load;
 pub mod measures;
 pub mod mesh;
 pub mod model;
@@ -74,7 +76,7 @@ pub use cloth::{Cloth, ClothSnapshot, ClothState, StepReport};
 pub use collision::{ColliderError, ColliderId, ColliderSet, ColliderShape, ContactSettings, Pose};
 pub use energy::{BendingRest, Material};
 pub use equilibrium::RelaxReport;
-pub use error::{ClothError, MeshError, ObjError, PolygonError};
+pub use error::{ClothError, MeshError, ObjError, PolygonError, RonError};
 pub use glam;
 pub use integrator::Integrator;
 pub use measures::Measures;

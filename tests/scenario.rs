@@ -60,7 +60,7 @@ fn shipped_scenarios_run() {
 fn hostile_scenarios_give_one_line_errors() {
     let rect = "mesh: Rectangle(width: 1.0, height: 1.0, cells_x: 4, cells_y: 4)";
     let cases: Vec<(&str, String, &str)> = vec![
-        ("syntax", "(name: \"x\", mesh: ".into(), "syntax.ron: 1:"),
+        ("syntax", "(name: \"x\", mesh: ".into(), "syntax.ron:1:"),
         ("unknown_field", format!("(name: \"x\", {rect}, frames: 1, colour: 3)"), "colour"),
         (
             "missing_mesh",
@@ -70,13 +70,13 @@ fn hostile_scenarios_give_one_line_errors() {
         (
             "pin_out_of_range",
             format!("(name: \"x\", {rect}, pins: Vertices([3, 99]), frames: 1)"),
-            "pin vertex 99",
+            "pins.Vertices[1]: vertex 99",
         ),
         (
             "nan_width",
             "(name: \"x\", mesh: Rectangle(width: NaN, height: 1.0, cells_x: 4, cells_y: 4), frames: 1)"
                 .into(),
-            "mesh width",
+            "mesh.Rectangle.width",
         ),
         (
             "absurd_cells",
