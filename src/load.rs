@@ -1,6 +1,6 @@
 //! Reading settings files (RON) with errors that point at the line.
 //!
-//! [`ron`] parses any of the crate's serde types ([`crate::Material`],
+//! [`ron()`] parses any of the crate's serde types ([`crate::Material`],
 //! [`crate::ContactSettings`], [`crate::Aerodynamics`], [`crate::AttachmentSettings`], the ECS
 //! layer's presets and configuration, scenarios) and, on failure, gives a [`RonError`] with
 //! the line and column of the value at fault and its path of fields
