@@ -280,7 +280,7 @@ pub enum ObjError {
     /// The file is larger than the loader accepts.
     #[error("too large: more than {max} {what}")]
     TooLarge {
-        /// What overflowed ("bytes", "vertices", "faces").
+        /// What overflowed ("bytes", "vertices", "triangles").
         what: &'static str,
         /// The largest accepted count.
         max: usize,

@@ -27,8 +27,8 @@
 //!    A line that does not start with a statement keyword is refused with its number.
 //!
 //! Faces and vertices are numbered from 0 in file order (as Blender numbers them), lines from 1
-//! (as a text editor does). Files over 16 MiB, more than 200,000 vertices or 400,000 faces,
-//! polygons of more than 256 corners and coordinates farther than 10 km from the origin are
+//! (as a text editor does). Files over 16 MiB, more than 200,000 vertices or 400,000 triangles
+//! (counting `n - 2` for an `n`-gon), polygons of more than 256 corners and coordinates farther than 10 km from the origin are
 //! refused, so a file cannot make the loader hang or exhaust memory.
 
 use std::collections::HashMap;
@@ -43,8 +43,9 @@ use crate::mesh::BaseMesh;
 pub const MAX_BYTES: usize = 16 << 20;
 /// Most `v` statements accepted.
 pub const MAX_VERTICES: usize = 200_000;
-/// Most `f` statements accepted.
-pub const MAX_FACES: usize = 400_000;
+/// Most triangles accepted, counted before triangulating (`n - 2` for an `n`-gon): this also
+/// bounds the time triangulation takes (about a second at most).
+pub const MAX_TRIANGLES: usize = 400_000;
 /// Most corners of one polygon.
 pub const MAX_CORNERS: usize = 256;
 /// Largest coordinate magnitude accepted, in metres.
@@ -155,6 +156,8 @@ struct Statements {
     faces: Vec<Face>,
     /// Every face's corners, as written (1-based or negative) and resolved (0-based).
     corners: Vec<(i64, i64)>,
+    /// Triangles the faces will make.
+    triangles: usize,
 }
 
 impl Statements {
@@ -243,12 +246,6 @@ impl Statements {
         tokens: impl Iterator<Item = &'a str>,
     ) -> Result<(), ObjError> {
         let face = self.faces.len();
-        if face >= MAX_FACES {
-            return Err(ObjError::TooLarge {
-                what: "faces",
-                max: MAX_FACES,
-            });
-        }
         let start = self.corners.len();
         for token in tokens {
             if self.corners.len() - start >= MAX_CORNERS {
@@ -286,6 +283,13 @@ impl Statements {
                 face,
                 line,
                 reason: PolygonError::TooFewCorners { corners },
+            });
+        }
+        self.triangles += corners - 2;
+        if self.triangles > MAX_TRIANGLES {
+            return Err(ObjError::TooLarge {
+                what: "triangles",
+                max: MAX_TRIANGLES,
             });
         }
         self.faces.push(Face {

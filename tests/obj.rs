@@ -337,3 +337,29 @@ proptest! {
         }
     }
 }
+
+/// Triangles are counted before any polygon is triangulated: a 1.6 MB file of 1,600 copies of
+/// one 256-gon (406,400 triangles, over the 400,000 accepted) is refused, in under a second,
+/// before triangulating (a 16 MiB file of them took 12 s to triangulate without the cap).
+#[test]
+fn too_many_triangles_are_refused_before_triangulating() {
+    let mut text = String::new();
+    for k in 0..256 {
+        let a = std::f64::consts::TAU * f64::from(k) / 256.0;
+        text.push_str(&format!("v {} {} 0\n", a.cos(), a.sin()));
+    }
+    let face: String = (1..=256).map(|i| format!(" {i}")).collect();
+    for _ in 0..1600 {
+        text.push_str(&format!("f{face}\n"));
+    }
+    let start = std::time::Instant::now();
+    let err = ObjMesh::parse(text.as_bytes(), &ObjOptions::default()).unwrap_err();
+    assert_eq!(
+        err,
+        ObjError::TooLarge {
+            what: "triangles",
+            max: isocloth::obj::MAX_TRIANGLES
+        }
+    );
+    assert!(start.elapsed().as_secs_f64() < 1.0, "{:?}", start.elapsed());
+}
