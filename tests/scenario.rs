@@ -132,3 +132,19 @@ fn hostile_scenarios_give_one_line_errors() {
         );
     }
 }
+
+/// The file (four quads around a concave 7-gon, as Blender exports it), which the fan
+/// triangulation refused with "triangle 12 has zero area", runs 30 frames through the scenario
+/// runner, hanging from two vertices, without NaN and with under 1 % strain.
+#[test]
+fn concave_ngon_obj_runs() {
+    let obj = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/corpus/obj_loader/ngon_notched_heptagon.obj");
+    let text = format!(
+        "(name: \"notch\", mesh: Obj(path: {:?}), pins: Vertices([12, 13]), frames: 30)",
+        obj.display().to_string()
+    );
+    let (_, _, s) = run_text("concave_ngon_obj", &text).unwrap();
+    assert_eq!(s.nan_frames, 0);
+    assert!(s.max_strain < 0.01, "{}", s.max_strain);
+}
