@@ -1,6 +1,6 @@
 //! OBJ import: an artist's export as a [`BaseMesh`].
 //!
-//! The rules, each tested on small files under `tests/corpus/obj/`:
+//! The rules, each tested on small files under `tests/corpus/obj_loader/` (`tests/obj.rs`):
 //!
 //! 1. **Polygons are triangulated in their own plane** ([`triangulate`]), keeping their winding.
 //!    A triangle stays as it is. A convex quad is split along its shorter diagonal (the one
@@ -28,8 +28,9 @@
 //!
 //! Faces and vertices are numbered from 0 in file order (as Blender numbers them), lines from 1
 //! (as a text editor does). Files over 16 MiB, more than 200,000 vertices or 400,000 triangles
-//! (counting `n - 2` for an `n`-gon), polygons of more than 256 corners and coordinates farther than 10 km from the origin are
-//! refused, so a file cannot make the loader hang or exhaust memory.
+//! (counting `n - 2` for an `n`-gon), polygons of more than 256 corners and coordinates farther
+//! than 10 km from the origin are refused, so a file cannot make the loader hang or exhaust
+//! memory.
 
 use std::collections::HashMap;
 use std::io::{BufRead, Read};

@@ -293,7 +293,7 @@ fn statements_parse_with_their_lines() {
 }
 
 /// A star-shaped simple polygon around the origin: corners at increasing angles with random
-/// radii, some followed by an extra corner halfway to the next (collinear with both).
+/// radii, some preceded by an extra corner halfway from the previous one (collinear with both).
 fn star(radii: &[f64], gaps: &[f64], collinear: &[bool]) -> Vec<DVec2> {
     let total: f64 = gaps.iter().sum();
     let mut angle = 0.0;
@@ -332,7 +332,7 @@ proptest! {
             Ok(triangles) => assert_covers(&outline, &triangles, 1e-6),
             // Only a polygon that is degenerate in itself may be refused. With radii of at
             // least 0.2 and every gap under half a turn (each at most twice any other), each of
-            // these is star-shaped about the origin: simple, with no area to spare.
+            // these is star-shaped about the origin, hence simple and of positive area.
             Err(e) => prop_assert!(false, "{e}: {outline:?}"),
         }
     }
