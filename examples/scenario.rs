@@ -5,9 +5,11 @@
 //!
 //! Run: `cargo run --release --example scenario -- scenarios/banner.ron [--obj DIR]`.
 //!
-//! A malformed or hostile file ends with one line `error: ...` naming the problem and exit
-//! status 1, never a panic or a hang.
+//! A malformed or hostile file ends with one line `error: FILE:LINE:COLUMN: PATH: MESSAGE`
+//! naming the problem and, as far as known, where it is, and exit status 1; never a panic or a
+//! hang.
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use isocloth::rig::BONES;
@@ -24,24 +26,33 @@ fn percentile(v: &[f64], q: f64) -> f64 {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    // Hostile input must end in one error line, never a panic message: the runner is written
+    // not to panic, and `runner` turns any panic that slips through into the same form.
+    std::panic::set_hook(Box::new(|_| {}));
+    let status = runner(&args, &mut std::io::stdout(), &mut std::io::stderr());
+    std::process::exit(status);
+}
+
+/// The whole runner: reads the scenario named by `args`, prints the table and the JSON line to
+/// `out` and returns 0; or prints one line `error: ...` to `err` and returns 1 (2 for bad
+/// usage). A panic inside is caught and reported as `error: internal failure ...`, status 1.
+/// (`tests/scenario_mutations.rs` runs it on mutated files.)
+pub fn runner(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     let usage = "usage: scenario FILE.ron [--obj DIR]";
-    let (file, obj) = match args.as_slice() {
+    let (file, obj) = match args {
         [f] => (PathBuf::from(f), None),
         [f, flag, dir] if flag == "--obj" => (PathBuf::from(f), Some(PathBuf::from(dir))),
         _ => {
-            eprintln!("error: {usage}");
-            std::process::exit(2);
+            let _ = writeln!(err, "error: {usage}");
+            return 2;
         }
     };
-    // Hostile input must end in one error line, never a panic message: the runner is written
-    // not to panic, and this guard turns any panic that slips through into the same form.
-    std::panic::set_hook(Box::new(|_| {}));
     let outcome = std::panic::catch_unwind(|| run(&file, obj.as_deref()));
     let (name, with_character, sum) = match outcome {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => {
-            eprintln!("error: {e}");
-            std::process::exit(1);
+            let _ = writeln!(err, "error: {e}");
+            return 1;
         }
         Err(p) => {
             let msg = p
@@ -49,33 +60,38 @@ fn main() {
                 .cloned()
                 .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_default();
-            eprintln!("error: internal failure on this input: {msg}");
-            std::process::exit(1);
+            let _ = writeln!(err, "error: internal failure on this input: {msg}");
+            return 1;
         }
     };
     let (median, p99) = (percentile(&sum.times, 0.5), percentile(&sum.times, 0.99));
-    println!(
-        "isocloth scenario {name} ({}): {} nodes, {} frames",
+    let rows: [(&str, String); 8] = [
+        ("iterations per frame", format!("{:>12}", sum.iterations)),
+        ("step ms median", format!("{median:>12.3}")),
+        ("step ms p99", format!("{p99:>12.3}")),
+        ("max strain", format!("{:>12.2e}", sum.max_strain)),
+        ("mean strain", format!("{:>12.2e}", sum.mean_strain)),
+        (
+            "max penetration (m)",
+            format!("{:>12.2e}", sum.max_penetration_m),
+        ),
+        (
+            "conformity residual",
+            format!("{:>12.2e}", sum.conformity_residual),
+        ),
+        ("NaN frames", format!("{:>12}", sum.nan_frames)),
+    ];
+    let mut report = format!(
+        "isocloth scenario {name} ({}): {} nodes, {} frames\n\n{:<22} {:>12}\n",
         file.display(),
         sum.nodes,
-        sum.frames
+        sum.frames,
+        "measure",
+        "value"
     );
-    println!();
-    println!("{:<22} {:>12}", "measure", "value");
-    println!("{:<22} {:>12}", "iterations per frame", sum.iterations);
-    println!("{:<22} {:>12.3}", "step ms median", median);
-    println!("{:<22} {:>12.3}", "step ms p99", p99);
-    println!("{:<22} {:>12.2e}", "max strain", sum.max_strain);
-    println!("{:<22} {:>12.2e}", "mean strain", sum.mean_strain);
-    println!(
-        "{:<22} {:>12.2e}",
-        "max penetration (m)", sum.max_penetration_m
-    );
-    println!(
-        "{:<22} {:>12.2e}",
-        "conformity residual", sum.conformity_residual
-    );
-    println!("{:<22} {:>12}", "NaN frames", sum.nan_frames);
+    for (measure, value) in rows {
+        report.push_str(&format!("{measure:<22} {value}\n"));
+    }
     let json = serde_json::json!({
         "scenario": name,
         "frames": sum.frames,
@@ -90,5 +106,7 @@ fn main() {
         "conformity_residual": sum.conformity_residual,
         "nan_frames": sum.nan_frames,
     });
-    println!("{json}");
+    report.push_str(&format!("{json}\n"));
+    let _ = out.write_all(report.as_bytes());
+    0
 }

@@ -74,6 +74,7 @@ impl AttachmentSettings {
 
 /// One bone's share of an attached node.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Influence {
     /// Index of the bone in the pose slices passed to [`Attachments::bind`] and
     /// [`Attachments::apply`].

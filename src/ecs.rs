@@ -51,6 +51,7 @@ use crate::attachment::{AttachError, Attachments};
 use crate::cloth::{Cloth, StepReport};
 use crate::collision::{ColliderId, ColliderSet, ColliderShape, ContactSettings, Pose};
 use crate::error::ClothError;
+use crate::load::{checked, count, positive, vector};
 use crate::model::{SolverMethod, SolverSettings};
 
 /// The simulated cloth of an entity (a cape, a banner, a skirt).
@@ -132,17 +133,37 @@ pub struct ClothRenderMesh {
 /// A solver budget for a class of platform: substeps x iterations per fixed tick. Serde (RON)
 /// loadable; see [`BudgetPreset::mobile`], [`BudgetPreset::console`], [`BudgetPreset::desktop`]
 /// and the files under `presets/`.
+///
+/// Reading one checks each count as it is read and refuses unknown fields, also inside
+/// `method` (`Lbfgs(history: 5)`), so that an error points at the value.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct BudgetPreset {
     /// A name for tools and logs.
     pub name: String,
-    /// Substeps per tick.
+    /// Substeps per tick (1..=[`SolverSettings::MAX_SUBSTEPS`]).
+    #[serde(deserialize_with = "count::<_, 1, { SolverSettings::MAX_SUBSTEPS }>")]
     pub substeps: u32,
-    /// Iterations per substep.
+    /// Iterations per substep (1..=[`SolverSettings::MAX_ITERATIONS`]).
+    #[serde(deserialize_with = "count::<_, 1, { SolverSettings::MAX_ITERATIONS }>")]
     pub iterations: u32,
     /// Solver.
+    #[serde(deserialize_with = "StrictSolverMethod::deserialize")]
     pub method: SolverMethod,
+}
+
+/// [`SolverMethod`] as files write it, refusing unknown fields in `Lbfgs` and checking its
+/// history as it is read. (`SolverMethod` itself lives in `model.rs`; this mirror is checked
+/// against it by the compiler.)
+#[derive(Deserialize)]
+#[serde(remote = "SolverMethod", deny_unknown_fields)]
+enum StrictSolverMethod {
+    LocalGlobal,
+    Lbfgs {
+        #[serde(deserialize_with = "count::<_, 1, 16>")]
+        history: u32,
+    },
+    Newton,
 }
 
 impl Default for BudgetPreset {
@@ -184,9 +205,10 @@ impl BudgetPreset {
     }
 
     /// Parses a preset from RON text, for example
-    /// `(name: "handheld", substeps: 2, iterations: 4, method: LocalGlobal)`.
+    /// `(name: "handheld", substeps: 2, iterations: 4, method: LocalGlobal)`. A refusal names
+    /// the line, column and field path of the value at fault.
     pub fn from_ron(text: &str) -> Result<Self, ClothError> {
-        let p: Self = ron::from_str(text).map_err(|e| ClothError::InvalidSetting {
+        let p: Self = crate::load::ron(text).map_err(|e| ClothError::InvalidSetting {
             name: "preset",
             reason: format!("RON: {e}"),
         })?;
@@ -211,22 +233,29 @@ impl BudgetPreset {
 
 /// Settings for every cloth (a [`Resource`]); a [`ClothConfigOverride`] on an entity replaces
 /// them for that cloth. Serde-loadable. Defaults: the console budget, 1/60 s, standard gravity,
-/// default contact, no air.
+/// default contact, no air. Reading one checks each part as it is read and refuses unknown
+/// fields at every level, so that an error points at the value.
 #[derive(Resource, Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ClothConfig {
     /// Budget per tick.
     pub budget: BudgetPreset,
-    /// Fixed tick length in seconds (the schedule must run at this rate). Default 1/60.
+    /// Fixed tick length in seconds (the schedule must run at this rate), at most 1. Default
+    /// 1/60.
+    #[serde(deserialize_with = "positive::<_, 1>")]
     pub timestep: f64,
-    /// Gravity in m/s^2. Default (0, -9.81, 0).
+    /// Gravity in m/s^2, each component at most 1e4 in magnitude. Default (0, -9.81, 0).
+    #[serde(deserialize_with = "vector::<_, 10_000>")]
     pub gravity: DVec3,
     /// Contact thickness and friction.
+    #[serde(deserialize_with = "checked")]
     pub contact: ContactSettings,
     /// Wind, drag, lift, damping.
+    #[serde(deserialize_with = "checked")]
     pub aero: Aerodynamics,
-    /// A bone collider moving farther than this in one tick (metres) is teleported, not swept
-    /// through the space between. Default 1 m (60 m/s at 60 Hz).
+    /// A bone collider moving farther than this in one tick (metres, at most 1e4) is
+    /// teleported, not swept through the space between. Default 1 m (60 m/s at 60 Hz).
+    #[serde(deserialize_with = "positive::<_, 10_000>")]
     pub collider_teleport_distance: f64,
 }
 
@@ -264,9 +293,10 @@ impl ClothConfig {
 
     /// Parses a configuration from RON text (missing fields take their defaults) and
     /// validates it, for example `(budget: (name: "phone", substeps: 1, iterations: 5, method:
-    /// LocalGlobal), contact: (friction: 0.5))`.
+    /// LocalGlobal), contact: (friction: 0.5))`. A refusal names the line, column and field
+    /// path of the value at fault.
     pub fn from_ron(text: &str) -> Result<Self, ClothError> {
-        let c: Self = ron::from_str(text).map_err(|e| ClothError::InvalidSetting {
+        let c: Self = crate::load::ron(text).map_err(|e| ClothError::InvalidSetting {
             name: "config",
             reason: format!("RON: {e}"),
         })?;

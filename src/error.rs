@@ -182,3 +182,140 @@ pub enum ClothError {
         reason: String,
     },
 }
+
+/// Why a polygon cannot be triangulated: it is degenerate in itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum PolygonError {
+    /// Fewer than three distinct corners (after corners repeated in a row count once).
+    #[error("has {corners} distinct corners (at least 3)")]
+    TooFewCorners {
+        /// Distinct corners found.
+        corners: usize,
+    },
+    /// More corners than the triangulation accepts.
+    #[error("has {corners} corners (at most {max})")]
+    TooManyCorners {
+        /// Corners found.
+        corners: usize,
+        /// The largest accepted count.
+        max: usize,
+    },
+    /// A corner that is not neighbour to itself comes back later: the outline touches itself.
+    #[error("passes through corner {corner} twice")]
+    RepeatedCorner {
+        /// Position of the repeated corner in the polygon (0-based).
+        corner: usize,
+    },
+    /// A corner coordinate is NaN or infinite.
+    #[error("has a non-finite corner")]
+    NonFinite,
+    /// The polygon encloses (numerically) no area: its corners lie on one line or one point.
+    #[error("has zero area")]
+    ZeroArea,
+    /// The outline crosses itself, or folds over when projected into its own plane (a strongly
+    /// warped polygon).
+    #[error("crosses itself (or folds over in its own plane)")]
+    SelfIntersecting,
+}
+
+/// An OBJ file that cannot become a base mesh. Lines are numbered from 1 as in a text editor;
+/// faces and vertices from 0 in file order (Blender's indices).
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum ObjError {
+    /// The text could not be read.
+    #[error("{0}")]
+    Io(String),
+    /// A statement could not be parsed.
+    #[error("line {line}: {reason}")]
+    Syntax {
+        /// Line of the statement.
+        line: usize,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A vertex is NaN, infinite or absurdly far from the origin.
+    #[error("line {line}: vertex {vertex} is not finite or lies farther than {max} m: {text}")]
+    BadVertex {
+        /// Line of the `v` statement.
+        line: usize,
+        /// Index of the vertex (0-based, in file order).
+        vertex: usize,
+        /// The largest accepted coordinate magnitude.
+        max: f64,
+        /// The coordinates as written.
+        text: String,
+    },
+    /// A face corner names a vertex that does not exist.
+    #[error(
+        "face {face} (line {line}) refers to vertex {index}, but the file has {count} vertices"
+    )]
+    IndexOutOfRange {
+        /// Index of the face (0-based, in file order).
+        face: usize,
+        /// Line of the `f` statement.
+        line: usize,
+        /// The index as written (1-based, or negative counted back from the last vertex).
+        index: i64,
+        /// Vertices in the file.
+        count: usize,
+    },
+    /// A face is degenerate in itself.
+    #[error("face {face} (line {line}) {reason}")]
+    DegenerateFace {
+        /// Index of the face (0-based, in file order).
+        face: usize,
+        /// Line of the `f` statement.
+        line: usize,
+        /// What is wrong with the polygon.
+        reason: PolygonError,
+    },
+    /// A vertex listed to be kept open does not exist.
+    #[error("keep_open vertex {vertex} does not exist (the file has {count} vertices)")]
+    NoSuchVertex {
+        /// The listed index (0-based).
+        vertex: u32,
+        /// Vertices in the file.
+        count: usize,
+    },
+    /// The file is larger than the loader accepts.
+    #[error("too large: more than {max} {what}")]
+    TooLarge {
+        /// What overflowed ("bytes", "vertices", "triangles").
+        what: &'static str,
+        /// The largest accepted count.
+        max: usize,
+    },
+}
+
+/// A settings file (RON) that could not be read: where, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{line}:{column}: {}{message}", field_prefix(.path))]
+pub struct RonError {
+    /// Line of the value at fault, from 1.
+    pub line: usize,
+    /// Column of the value at fault, from 1.
+    pub column: usize,
+    /// Path of fields to the value (`colliders[2].shape.Sphere.radius`); empty at the top.
+    pub path: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl RonError {
+    pub(crate) fn new(e: ron::error::SpannedError, path: impl Into<String>) -> Self {
+        Self {
+            line: e.span.start.line,
+            column: e.span.start.col,
+            path: path.into(),
+            message: e.code.to_string(),
+        }
+    }
+}
+
+fn field_prefix(path: &str) -> String {
+    if path.is_empty() {
+        String::new()
+    } else {
+        format!("{path}: ")
+    }
+}

@@ -36,7 +36,9 @@
 //! [`collision`] (kinematic capsules,
 //! spheres and planes; the only place parry3d is used), [`attachment`] (pins driven by bones,
 //! skinning, teleports, inertia scaling), [`equilibrium`] (static
-//! equilibrium by Newton's method: pre-settling and converged references).
+//! equilibrium by Newton's method: pre-settling and converged references), [`obj`] (OBJ import:
+//! n-gons triangulated in their plane, seam vertices merged), [`load`] (settings files with
+//! errors at the line).
 
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
@@ -53,9 +55,11 @@ pub mod error;
 mod factor;
 mod flags;
 pub mod integrator;
+pub mod load;
 pub mod measures;
 pub mod mesh;
 pub mod model;
+pub mod obj;
 pub mod rig;
 #[cfg(feature = "ecs")]
 pub mod scenario;
@@ -72,7 +76,7 @@ pub use cloth::{Cloth, ClothSnapshot, ClothState, StepReport};
 pub use collision::{ColliderError, ColliderId, ColliderSet, ColliderShape, ContactSettings, Pose};
 pub use energy::{BendingRest, Material};
 pub use equilibrium::RelaxReport;
-pub use error::{ClothError, MeshError};
+pub use error::{ClothError, MeshError, ObjError, PolygonError, RonError};
 pub use glam;
 pub use integrator::Integrator;
 pub use measures::Measures;

@@ -34,6 +34,7 @@ pub const MIN_EDGE: f64 = 1e-6;
 
 /// An indexed triangle mesh as authored: the input to [`ClothMesh::new`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct BaseMesh {
     /// Vertex positions in metres: the cloth's initial shape.
     pub positions: Vec<Vec3>,

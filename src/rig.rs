@@ -41,8 +41,9 @@ pub fn bone(name: &str) -> Option<usize> {
     BONES.iter().position(|&b| b == name)
 }
 
-/// What the character does.
+/// What the character does. Reading one refuses unknown fields (`Spin(rate: 1.0)` only).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
 pub enum Animation {
     /// Stands still.
     Idle,

@@ -4,16 +4,24 @@
 //! placed, which vertices are pinned (indices or a box), the material, the budget preset,
 //! colliders with their motion (static, keyframed, or the built-in character of [`crate::rig`]),
 //! whether pins follow the character's chest and clavicles, gravity, wind, contact settings and
-//! the frame count. See `scenarios/*.ron` and the `scenario` example. A malformed or hostile file
-//! gives a [`ScenarioError`] naming the problem: sizes, coordinates and frame counts are capped
-//! so a file cannot make the runner hang or exhaust memory.
+//! the frame count. See `scenarios/*.ron` and the `scenario` example.
+//!
+//! A malformed or hostile file gives one [`ScenarioError`] naming the problem: sizes,
+//! coordinates and frame counts are capped so a file cannot make the runner hang or exhaust
+//! memory. Every struct and enum variant refuses fields it does not know. Values are checked
+//! as they are read, so that syntax errors, unknown fields and out-of-range values alike give
+//! the line and column of the value and its path of fields (`banner.ron:6:24:
+//! pins.Box.max: ...`); what can only be checked once the mesh is built (a pinned vertex that
+//! does not exist) names the path of fields, and an OBJ mesh's own problems name the face and
+//! the line of the OBJ file (see [`crate::obj`]).
 
 use std::path::Path;
 use std::time::Instant;
 
 use bevy_ecs::prelude::*;
 use glam::{DQuat, DVec3, Vec3};
-use serde::Deserialize;
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer};
 use thiserror::Error;
 
 use crate::aero::Aerodynamics;
@@ -25,35 +33,90 @@ use crate::ecs::{
     ClothRenderMesh, ClothSim, add_cloth_systems, init_cloth_resources, spawn_character_bones,
 };
 use crate::energy::Material;
+use crate::error::RonError;
+use crate::load::{Validate, checked, count, positive, read_if, tuple, vector};
 use crate::mesh::{BaseMesh, ClothMesh};
+use crate::obj::{ObjMesh, ObjOptions};
 use crate::rig::{self, Animation, CharacterRig};
 
-/// Why a scenario could not run: one line naming the problem.
-#[derive(Debug, Clone, PartialEq, Error)]
-#[error("{0}")]
-pub struct ScenarioError(pub String);
+/// Why a scenario could not run: one line naming the problem and, where known, where it is.
+/// Displayed as `FILE:LINE:COLUMN: PATH: MESSAGE`, leaving out what is not known.
+#[derive(Debug, Clone, PartialEq, Default, Error)]
+#[error("{}", self.render())]
+pub struct ScenarioError {
+    /// The scenario file, when the scenario was read from one.
+    pub file: Option<String>,
+    /// Line and column (from 1) of the value at fault, when the format gives them.
+    pub position: Option<(usize, usize)>,
+    /// Path of fields to the value at fault (`colliders[2].shape.Sphere.radius`), when known.
+    pub path: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl ScenarioError {
+    /// An error about the value at `path` (a path of fields in the scenario file).
+    pub fn at(path: impl Into<String>, message: impl std::fmt::Display) -> Self {
+        Self {
+            path: path.into(),
+            message: message.to_string(),
+            ..Default::default()
+        }
+    }
+
+    fn render(&self) -> String {
+        let mut out = String::new();
+        match (&self.file, self.position) {
+            (Some(f), Some((l, c))) => out.push_str(&format!("{f}:{l}:{c}: ")),
+            (Some(f), None) => out.push_str(&format!("{f}: ")),
+            (None, Some((l, c))) => out.push_str(&format!("{l}:{c}: ")),
+            (None, None) => {}
+        }
+        if !self.path.is_empty() {
+            out.push_str(&self.path);
+            out.push_str(": ");
+        }
+        out.push_str(&self.message);
+        out
+    }
+
+    fn in_file(mut self, file: &Path) -> Self {
+        self.file = Some(file.display().to_string());
+        self
+    }
+}
+
+impl From<RonError> for ScenarioError {
+    fn from(e: RonError) -> Self {
+        Self {
+            file: None,
+            position: Some((e.line, e.column)),
+            path: e.path,
+            message: e.message,
+        }
+    }
+}
 
 impl From<String> for ScenarioError {
     fn from(s: String) -> Self {
-        Self(s)
+        Self::at("", s)
     }
 }
 
 impl From<&str> for ScenarioError {
     fn from(s: &str) -> Self {
-        Self(s.to_string())
+        Self::at("", s)
     }
 }
 
 /// Most frames a scenario may run (about 28 minutes at 60 Hz).
 const MAX_FRAMES: u32 = 100_000;
-/// Most base-mesh cells along one side of a generated mesh, and most OBJ vertices.
-const MAX_CELLS: usize = 512;
-const MAX_OBJ_VERTICES: usize = 200_000;
+/// Most base-mesh cells along one side of a generated mesh.
+const MAX_CELLS: u32 = 512;
 /// Most nodes of a subdivided scenario mesh.
 const MAX_NODES: usize = 40_000;
-/// Largest coordinate, size or speed accepted anywhere (metres, m/s).
-const MAX_SIZE: f64 = 1e4;
+/// Largest coordinate, size or speed accepted anywhere (metres, m/s, degrees).
+const MAX_SIZE: u32 = 10_000;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -64,7 +127,7 @@ struct Scenario {
     placement: Placement,
     #[serde(default)]
     pins: Pins,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "checked")]
     material: Material,
     #[serde(default)]
     budget: Budget,
@@ -72,63 +135,94 @@ struct Scenario {
     colliders: Vec<ColliderSpec>,
     #[serde(default)]
     character: Option<CharacterSpec>,
-    #[serde(default = "default_gravity")]
-    gravity: (f64, f64, f64),
-    #[serde(default)]
-    wind: Option<(f64, f64, f64)>,
-    #[serde(default)]
+    #[serde(
+        default = "default_gravity",
+        deserialize_with = "vector::<_, MAX_SIZE>"
+    )]
+    gravity: DVec3,
+    #[serde(default, deserialize_with = "wind")]
+    wind: Option<DVec3>,
+    #[serde(default, deserialize_with = "checked")]
     contact: ContactSettings,
     /// Frames run.
-    pub frames: u32,
+    #[serde(deserialize_with = "count::<_, 1, MAX_FRAMES>")]
+    frames: u32,
 }
 
-fn default_gravity() -> (f64, f64, f64) {
-    (0.0, -9.81, 0.0)
+fn default_gravity() -> DVec3 {
+    DVec3::new(0.0, -9.81, 0.0)
+}
+
+/// `Some((x, y, z))` in m/s, checked as [`Aerodynamics::cloth`] will use it.
+fn wind<'de, D: Deserializer<'de>>(d: D) -> Result<Option<DVec3>, D::Error> {
+    let w = Option::<DVec3>::deserialize(d)?;
+    if let Some(w) = w {
+        Aerodynamics::cloth(w).check().map_err(D::Error::custom)?;
+    }
+    Ok(w)
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 enum MeshSource {
     /// `width` x `height` m in the x-y plane (y up), `cells_x` x `cells_y` base cells.
     Rectangle {
+        #[serde(deserialize_with = "positive::<_, MAX_SIZE>")]
         width: f64,
+        #[serde(deserialize_with = "positive::<_, MAX_SIZE>")]
         height: f64,
-        cells_x: usize,
-        cells_y: usize,
+        #[serde(deserialize_with = "count::<_, 1, MAX_CELLS>")]
+        cells_x: u32,
+        #[serde(deserialize_with = "count::<_, 1, MAX_CELLS>")]
+        cells_y: u32,
     },
     /// A disc of `radius` in the x-z plane, `rings` rings of `segments` triangles.
     Disc {
+        #[serde(deserialize_with = "positive::<_, MAX_SIZE>")]
         radius: f64,
-        rings: usize,
-        segments: usize,
+        #[serde(deserialize_with = "count::<_, 1, MAX_CELLS>")]
+        rings: u32,
+        #[serde(deserialize_with = "count::<_, 3, MAX_CELLS>")]
+        segments: u32,
     },
-    /// An OBJ file (path relative to the scenario file); all its shapes, merged.
-    Obj { path: String },
+    /// An OBJ file (path relative to the scenario file), read by the rules of [`crate::obj`];
+    /// `keep_open` lists OBJ vertices (0-based) never merged with others at their position.
+    Obj {
+        path: String,
+        #[serde(default)]
+        keep_open: Vec<u32>,
+    },
 }
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct Placement {
-    #[serde(default)]
-    translation: (f64, f64, f64),
+    #[serde(default, deserialize_with = "vector::<_, MAX_SIZE>")]
+    translation: DVec3,
     /// Rotation about x, y, z in degrees (applied in that order).
-    #[serde(default)]
-    rotation_deg: (f64, f64, f64),
+    #[serde(default, deserialize_with = "vector::<_, MAX_SIZE>")]
+    rotation_deg: DVec3,
 }
 
 #[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
 enum Pins {
     #[default]
     None,
     /// Base-mesh vertex indices.
     Vertices(Vec<u32>),
-    /// Every base vertex inside this box after placement (and the edges between them).
+    /// Every base vertex inside this box after placement (and the edges between them); it must
+    /// hold at least one.
     Box {
-        min: (f64, f64, f64),
-        max: (f64, f64, f64),
+        #[serde(deserialize_with = "vector::<_, MAX_SIZE>")]
+        min: DVec3,
+        #[serde(deserialize_with = "vector::<_, MAX_SIZE>")]
+        max: DVec3,
     },
 }
 
 #[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
 enum Budget {
     Mobile,
     #[default]
@@ -140,70 +234,120 @@ enum Budget {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ColliderSpec {
+    #[serde(deserialize_with = "shape")]
     shape: ColliderShape,
     motion: Motion,
 }
 
+/// [`ColliderShape`] as scenario files write it, refusing unknown fields in its variants.
+/// (`ColliderShape` lives in `collision.rs`; this mirror is checked against it by the
+/// compiler.)
 #[derive(Deserialize)]
+#[serde(remote = "ColliderShape", deny_unknown_fields)]
+enum StrictShape {
+    Capsule { half_height: f64, radius: f64 },
+    Sphere { radius: f64 },
+    Plane,
+}
+
+/// A collider shape, read strictly and checked by [`ColliderShape::validate`].
+fn shape<'de, D: Deserializer<'de>>(d: D) -> Result<ColliderShape, D::Error> {
+    let s = StrictShape::deserialize(d)?;
+    s.validate().map_err(D::Error::custom)?;
+    Ok(s)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 enum Motion {
     Static {
-        translation: (f64, f64, f64),
-        #[serde(default)]
-        rotation_deg: (f64, f64, f64),
+        #[serde(deserialize_with = "vector::<_, MAX_SIZE>")]
+        translation: DVec3,
+        #[serde(default, deserialize_with = "vector::<_, MAX_SIZE>")]
+        rotation_deg: DVec3,
     },
-    /// (time in s, translation, rotation in degrees), linear between keys, held after the last.
-    Keyframes(Vec<Keyframe>),
+    /// (time in s, translation, rotation in degrees), times finite and non-decreasing, linear
+    /// between keys, held after the last.
+    Keyframes(#[serde(deserialize_with = "keyframes")] Vec<Keyframe>),
+}
+
+/// (time in s, translation in m, rotation about x, y, z in degrees).
+#[derive(Deserialize, Clone, Copy)]
+struct Keyframe(
+    #[serde(deserialize_with = "time")] f64,
+    #[serde(deserialize_with = "vector::<_, MAX_SIZE>")] DVec3,
+    #[serde(deserialize_with = "vector::<_, MAX_SIZE>")] DVec3,
+);
+
+fn time<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    read_if(
+        d,
+        |t: &f64| t.is_finite() && t.abs() <= f64::from(MAX_FRAMES),
+        |t| format!("a keyframe time must be finite and at most {MAX_FRAMES} s, got {t:?}"),
+    )
+}
+
+fn keyframes<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Keyframe>, D::Error> {
+    let keys = Vec::<Keyframe>::deserialize(d)?;
+    if keys.is_empty() {
+        return Err(D::Error::custom("keyframes: empty list"));
+    }
+    if let Some(k) = keys.windows(2).position(|w| w[1].0 < w[0].0) {
+        return Err(D::Error::custom(format!(
+            "keyframe {} at {} s comes before keyframe {} at {} s: times must not decrease",
+            k + 1,
+            keys[k + 1].0,
+            k,
+            keys[k].0
+        )));
+    }
+    Ok(keys)
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CharacterSpec {
+    #[serde(deserialize_with = "checked")]
     animation: Animation,
     /// Pins follow the chest and clavicles (skinned), as a cape would.
     #[serde(default)]
     attach_pins: bool,
-    #[serde(default = "one")]
+    #[serde(default = "one", deserialize_with = "unit")]
     linear_inertia: f64,
-    #[serde(default = "one")]
+    #[serde(default = "one", deserialize_with = "unit")]
     angular_inertia: f64,
+}
+
+impl Validate for Animation {
+    fn check(&self) -> Result<(), String> {
+        match *self {
+            Animation::Spin { rate } if !(rate.is_finite() && rate.abs() <= 100.0) => Err(format!(
+                "a spin rate must be finite and at most 100 rad/s, got {rate:?}"
+            )),
+            _ => Ok(()),
+        }
+    }
 }
 
 fn one() -> f64 {
     1.0
 }
 
+/// An inertia scale in [0, 1] (see [`AttachmentSettings`]).
+fn unit<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    read_if(
+        d,
+        |v: &f64| v.is_finite() && (0.0..=1.0).contains(v),
+        |v| format!("must be in [0, 1], got {v:?}"),
+    )
+}
+
 type Fallible<T> = Result<T, ScenarioError>;
 
-/// (time in s, translation in m, rotation about x, y, z in degrees).
-type Keyframe = (f64, (f64, f64, f64), (f64, f64, f64));
-
-fn vec3(v: (f64, f64, f64), what: &str) -> Fallible<DVec3> {
-    let d = DVec3::new(v.0, v.1, v.2);
-    if !d.is_finite() || d.abs().max_element() > MAX_SIZE {
-        return Err(format!("{what} must be finite and within {MAX_SIZE} m: {v:?}").into());
-    }
-    Ok(d)
-}
-
-fn rotation(deg: (f64, f64, f64), what: &str) -> Fallible<DQuat> {
-    let r = vec3(deg, what)?;
-    Ok(DQuat::from_rotation_z(r.z.to_radians())
-        * DQuat::from_rotation_y(r.y.to_radians())
-        * DQuat::from_rotation_x(r.x.to_radians()))
-}
-
-fn size(v: f64, what: &str) -> Fallible<f32> {
-    if !(v.is_finite() && v > 0.0 && v <= MAX_SIZE) {
-        return Err(format!("{what} must be finite, positive and at most {MAX_SIZE}: {v}").into());
-    }
-    Ok(v as f32)
-}
-
-fn cells(v: usize, what: &str) -> Fallible<usize> {
-    if v == 0 || v > MAX_CELLS {
-        return Err(format!("{what} must be in 1..={MAX_CELLS}: {v}").into());
-    }
-    Ok(v)
+fn rotation(deg: DVec3) -> DQuat {
+    DQuat::from_rotation_z(deg.z.to_radians())
+        * DQuat::from_rotation_y(deg.y.to_radians())
+        * DQuat::from_rotation_x(deg.x.to_radians())
 }
 
 fn disc(radius: f32, rings: usize, segments: usize) -> BaseMesh {
@@ -237,130 +381,120 @@ fn disc(radius: f32, rings: usize, segments: usize) -> BaseMesh {
     BaseMesh::new(positions, triangles)
 }
 
-fn load_obj(path: &Path) -> Fallible<BaseMesh> {
-    let file = std::fs::File::open(path).map_err(|e| format!("mesh {}: {e}", path.display()))?;
-    obj_mesh(&mut std::io::BufReader::new(file))
-        .map_err(|e| format!("mesh {}: {e}", path.display()).into())
-}
-
-/// Reads a base mesh from OBJ text (all objects merged, polygons triangulated, materials
-/// ignored). Refuses more than 200,000 vertices and coordinates that are not finite or lie
-/// farther than 10 km from the origin; the mesh itself is checked by [`ClothMesh::new`].
+/// Reads a base mesh from OBJ text by the rules of [`crate::obj`] (all objects merged, polygons
+/// triangulated in their plane, vertices at one position merged, materials ignored). The mesh
+/// itself is checked by [`ClothMesh::new`].
 pub fn obj_mesh(reader: &mut impl std::io::BufRead) -> Result<BaseMesh, ScenarioError> {
-    let (models, _) = tobj::load_obj_buf(
-        reader,
-        &tobj::LoadOptions {
-            triangulate: true,
-            single_index: true,
-            ..Default::default()
-        },
-        |_| Err(tobj::LoadError::OpenFileFailed),
-    )
-    .map_err(|e| e.to_string())?;
-    let mut positions = Vec::new();
-    let mut triangles = Vec::new();
-    for m in &models {
-        let base = positions.len() as u32;
-        let p = &m.mesh.positions;
-        if positions.len() + p.len() / 3 > MAX_OBJ_VERTICES {
-            return Err(format!("more than {MAX_OBJ_VERTICES} vertices").into());
-        }
-        positions.extend(p.chunks_exact(3).map(|v| Vec3::new(v[0], v[1], v[2])));
-        for t in m.mesh.indices.chunks_exact(3) {
-            triangles.push([
-                base.saturating_add(t[0]),
-                base.saturating_add(t[1]),
-                base.saturating_add(t[2]),
-            ]);
-        }
-    }
-    if positions
-        .iter()
-        .any(|p| !p.is_finite() || p.abs().max_element() > MAX_SIZE as f32)
-    {
-        return Err("a vertex is not finite or is absurdly far".into());
-    }
-    Ok(BaseMesh::new(positions, triangles))
+    ObjMesh::read(reader, &ObjOptions::default())
+        .map(|m| m.base)
+        .map_err(|e| e.to_string().into())
 }
 
-fn base_mesh(s: &Scenario, dir: &Path) -> Fallible<BaseMesh> {
-    let base = match &s.mesh {
+/// The scenario's base mesh, placed, and the OBJ it came from (to locate mesh errors in it).
+fn base_mesh(s: &Scenario, dir: &Path) -> Fallible<(BaseMesh, Option<ObjMesh>)> {
+    let (base, obj) = match &s.mesh {
         MeshSource::Rectangle {
             width,
             height,
             cells_x,
             cells_y,
-        } => BaseMesh::rectangle(
-            size(*width, "mesh width")?,
-            size(*height, "mesh height")?,
-            cells(*cells_x, "cells_x")?,
-            cells(*cells_y, "cells_y")?,
-        )
-        .map_err(|e| format!("mesh: {e}"))?,
+        } => (
+            BaseMesh::rectangle(
+                *width as f32,
+                *height as f32,
+                *cells_x as usize,
+                *cells_y as usize,
+            )
+            .map_err(|e| ScenarioError::at("mesh.Rectangle", e))?,
+            None,
+        ),
         MeshSource::Disc {
             radius,
             rings,
             segments,
-        } => {
-            let segments = cells(*segments, "segments")?.max(3);
-            disc(
-                size(*radius, "disc radius")?,
-                cells(*rings, "rings")?,
-                segments,
-            )
+        } => (
+            disc(*radius as f32, *rings as usize, *segments as usize),
+            None,
+        ),
+        MeshSource::Obj { path, keep_open } => {
+            let file = dir.join(path);
+            let at = |e: &dyn std::fmt::Display| {
+                ScenarioError::at("mesh.Obj", format!("{}: {e}", file.display()))
+            };
+            let reader = std::fs::File::open(&file).map_err(|e| at(&e))?;
+            let options = ObjOptions {
+                keep_open: keep_open.clone(),
+            };
+            let obj = ObjMesh::read(&mut std::io::BufReader::new(reader), &options)
+                .map_err(|e| at(&e))?;
+            (obj.base.clone(), Some(obj))
         }
-        MeshSource::Obj { path } => load_obj(&dir.join(path))?,
     };
-    let place = Pose::new(
-        vec3(s.placement.translation, "placement translation")?,
-        rotation(s.placement.rotation_deg, "placement rotation")?,
-    );
-    Ok(base.map_positions(|p| place.transform_point(p.as_dvec3()).as_vec3()))
+    let place = Pose::new(s.placement.translation, rotation(s.placement.rotation_deg));
+    let placed = base.map_positions(|p| place.transform_point(p.as_dvec3()).as_vec3());
+    Ok((placed, obj))
 }
 
 fn pinned_vertices(s: &Scenario, base: &BaseMesh) -> Fallible<Vec<u32>> {
+    let count = base.positions.len();
     match &s.pins {
         Pins::None => Ok(Vec::new()),
         Pins::Vertices(v) => {
-            if let Some(bad) = v.iter().find(|&&i| i as usize >= base.positions.len()) {
-                return Err(format!(
-                    "pin vertex {bad} does not exist (the mesh has {} vertices)",
-                    base.positions.len()
-                )
-                .into());
+            if let Some(k) = v.iter().position(|&i| i as usize >= count) {
+                return Err(ScenarioError::at(
+                    format!("pins.Vertices[{k}]"),
+                    format!(
+                        "vertex {} does not exist (the mesh has {count} vertices)",
+                        v[k]
+                    ),
+                ));
             }
             Ok(v.clone())
         }
         Pins::Box { min, max } => {
-            let (lo, hi) = (vec3(*min, "pin box min")?, vec3(*max, "pin box max")?);
-            Ok((0..base.positions.len() as u32)
+            let inside: Vec<u32> = (0..count as u32)
                 .filter(|&i| {
                     let p = base.positions[i as usize].as_dvec3();
-                    p.cmpge(lo).all() && p.cmple(hi).all()
+                    p.cmpge(*min).all() && p.cmple(*max).all()
                 })
-                .collect())
+                .collect();
+            if inside.is_empty() {
+                let lo = base.positions.iter().fold(Vec3::INFINITY, |a, &p| a.min(p));
+                let hi = base
+                    .positions
+                    .iter()
+                    .fold(-Vec3::INFINITY, |a, &p| a.max(p));
+                return Err(ScenarioError::at(
+                    "pins.Box",
+                    format!(
+                        "no vertex lies in the box from {} to {} (the placed mesh spans {} to {})",
+                        tuple(*min),
+                        tuple(*max),
+                        tuple(lo.as_dvec3()),
+                        tuple(hi.as_dvec3())
+                    ),
+                ));
+            }
+            Ok(inside)
         }
     }
 }
 
-fn keyframe_pose(keys: &[Keyframe], t: f64) -> Fallible<Pose> {
-    let pose = |k: &Keyframe| -> Fallible<Pose> {
-        Ok(Pose::new(
-            vec3(k.1, "keyframe translation")?,
-            rotation(k.2, "keyframe rotation")?,
-        ))
+fn keyframe_pose(keys: &[Keyframe], t: f64) -> Pose {
+    let pose = |k: &Keyframe| Pose::new(k.1, rotation(k.2));
+    let (Some(first), Some(last)) = (keys.first(), keys.last()) else {
+        return Pose::IDENTITY;
     };
-    let first = keys.first().ok_or("keyframes: empty list")?;
     if t <= first.0 {
         return pose(first);
     }
     for w in keys.windows(2) {
         if t <= w[1].0 {
             let s = (t - w[0].0) / (w[1].0 - w[0].0).max(1e-9);
-            return Ok(pose(&w[0])?.interpolate(&pose(&w[1])?, s));
+            return pose(&w[0]).interpolate(&pose(&w[1]), s);
         }
     }
-    pose(keys.last().ok_or("keyframes: empty list")?)
+    pose(last)
 }
 
 /// What a scenario run measured.
@@ -391,9 +525,10 @@ pub struct Summary {
 /// measured, or one error naming the problem; it never panics on bad input and caps sizes and
 /// frame counts so that it cannot hang.
 pub fn run(path: &Path, obj_dir: Option<&Path>) -> Result<(String, bool, Summary), ScenarioError> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ScenarioError::from(e.to_string()).in_file(path))?;
     let dir = path.parent().unwrap_or(Path::new("."));
-    let loaded = load(&text, dir).map_err(|e| format!("{}: {e}", path.display()))?;
+    let loaded = load(&text, dir).map_err(|e| e.in_file(path))?;
     loaded.run(obj_dir)
 }
 
@@ -419,31 +554,36 @@ pub fn load(text: &str, dir: &Path) -> Result<LoadedScenario, ScenarioError> {
     if text.len() > 16 << 20 {
         return Err("larger than 16 MiB".into());
     }
-    let s: Scenario = ron::from_str(text).map_err(|e| e.to_string())?;
-    if s.frames == 0 || s.frames > MAX_FRAMES {
-        return Err(format!("frames must be in 1..={MAX_FRAMES}: {}", s.frames).into());
-    }
-    let base = base_mesh(&s, dir)?;
+    let s: Scenario = crate::load::ron(text)?;
+    let (base, obj) = base_mesh(&s, dir)?;
     let pinned = pinned_vertices(&s, &base)?;
     if s.character.as_ref().is_some_and(|c| c.attach_pins) && pinned.is_empty() {
-        return Err("character: attach_pins needs pinned vertices (pins is empty)".into());
+        return Err(ScenarioError::at(
+            "character.attach_pins",
+            "needs pinned vertices (pins is empty)",
+        ));
     }
     // Every edge borders at most two triangles, so subdivision gives at least V + 3T/2 nodes:
     // refuse an oversized mesh before building it.
     let at_least = base.positions.len() + 3 * base.triangles.len() / 2;
     if at_least > MAX_NODES {
-        return Err(format!(
-            "mesh: at least {at_least} nodes after subdivision, at most {MAX_NODES}"
-        )
-        .into());
+        return Err(ScenarioError::at(
+            "mesh",
+            format!("at least {at_least} nodes after subdivision, at most {MAX_NODES}"),
+        ));
     }
-    let mesh = ClothMesh::new(&base).map_err(|e| format!("mesh: {e}"))?;
+    let mesh = ClothMesh::new(&base).map_err(|e| match &obj {
+        Some(obj) => ScenarioError::at("mesh.Obj", obj.describe(&e)),
+        None => ScenarioError::at("mesh", e),
+    })?;
     if mesh.node_count() > MAX_NODES {
-        return Err(format!(
-            "mesh: {} nodes after subdivision, at most {MAX_NODES}",
-            mesh.node_count()
-        )
-        .into());
+        return Err(ScenarioError::at(
+            "mesh",
+            format!(
+                "{} nodes after subdivision, at most {MAX_NODES}",
+                mesh.node_count()
+            ),
+        ));
     }
     let pins = mesh.nodes_for_vertices(&pinned, true);
     let budget = match &s.budget {
@@ -452,16 +592,13 @@ pub fn load(text: &str, dir: &Path) -> Result<LoadedScenario, ScenarioError> {
         Budget::Desktop => BudgetPreset::desktop(),
         Budget::Custom(p) => p.clone(),
     };
-    let gravity = vec3(s.gravity, "gravity")?;
+    let gravity = s.gravity;
     let settings = budget
         .settings(1.0 / 60.0, gravity)
-        .map_err(|e| format!("budget: {e}"))?;
-    let mut cloth =
-        Cloth::from_mesh(mesh, s.material, &pins, settings).map_err(|e| format!("cloth: {e}"))?;
-    let aero = match s.wind {
-        Some(w) => Aerodynamics::cloth(vec3(w, "wind")?),
-        None => Aerodynamics::default(),
-    };
+        .map_err(|e| ScenarioError::at("budget", e))?;
+    let mut cloth = Cloth::from_mesh(mesh, s.material, &pins, settings)
+        .map_err(|e| ScenarioError::at("material", e))?;
+    let aero = s.wind.map(Aerodynamics::cloth).unwrap_or_default();
     let config = ClothConfig {
         budget,
         gravity,
@@ -473,7 +610,7 @@ pub fn load(text: &str, dir: &Path) -> Result<LoadedScenario, ScenarioError> {
     cloth
         .set_contact_settings(config.contact)
         .and_then(|_| cloth.set_aerodynamics(config.aero))
-        .map_err(|e| format!("settings: {e}"))?;
+        .map_err(|e| ScenarioError::at("contact", e))?;
 
     let mut world = World::new();
     init_cloth_resources(&mut world);
@@ -494,24 +631,13 @@ pub fn load(text: &str, dir: &Path) -> Result<LoadedScenario, ScenarioError> {
         None => Vec::new(),
     };
     let mut keyed = Vec::new();
-    for (k, c) in s.colliders.iter().enumerate() {
-        c.shape
-            .validate()
-            .map_err(|e| format!("collider {k}: {e}"))?;
+    for c in &s.colliders {
         let pose = match &c.motion {
             Motion::Static {
                 translation,
                 rotation_deg,
-            } => Pose::new(
-                vec3(*translation, "collider translation")?,
-                rotation(*rotation_deg, "collider rotation")?,
-            ),
-            Motion::Keyframes(keys) => {
-                if keys.iter().any(|k| !k.0.is_finite()) {
-                    return Err(format!("collider {k}: a keyframe time is not finite").into());
-                }
-                keyframe_pose(keys, 0.0)?
-            }
+            } => Pose::new(*translation, rotation(*rotation_deg)),
+            Motion::Keyframes(keys) => keyframe_pose(keys, 0.0),
         };
         let e = world
             .spawn((
@@ -538,7 +664,7 @@ pub fn load(text: &str, dir: &Path) -> Result<LoadedScenario, ScenarioError> {
             ..Default::default()
         };
         let attachments = Attachments::bind(&cloth, &bindings, &poses, 0, settings)
-            .map_err(|e| format!("attachments: {e}"))?;
+            .map_err(|e| ScenarioError::at("character", e))?;
         entity.insert(ClothAttachments {
             bones: bone_entities.clone(),
             attachments,
@@ -621,7 +747,7 @@ impl LoadedScenario {
                 }
             }
             for (e, keys) in &keyed {
-                let pose = keyframe_pose(keys, t)?;
+                let pose = keyframe_pose(keys, t);
                 world.get_mut::<BonePose>(*e).ok_or("collider vanished")?.0 = pose;
             }
             let start = Instant::now();

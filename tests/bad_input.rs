@@ -21,6 +21,13 @@ fn obj_corpus_is_refused_or_stays_finite() {
     assert!(replay("obj_loader", fuzz_harness::obj_loader) > 0);
 }
 
+/// Polygons from raw bytes are refused or triangulated into n - 2 triangles wound like the
+/// polygon, none flat, none overlapping another.
+#[test]
+fn polygon_corpus_is_refused_or_covered() {
+    assert!(replay("polygon", fuzz_harness::polygon) > 0);
+}
+
 /// Hostile scenario files are refused with one error or run two frames without NaN.
 #[test]
 fn scenario_corpus_is_refused_or_runs() {

@@ -7,9 +7,10 @@
 
 use std::path::Path;
 
-use glam::{DVec3, Vec2, Vec3};
+use glam::{DVec2, DVec3, Vec2, Vec3};
 use isocloth::collision::{ColliderSet, ColliderShape, Pose};
 use isocloth::mesh::{BaseMesh, ClothMesh};
+use isocloth::obj::{ObjMesh, ObjOptions, triangulate};
 use isocloth::{Cloth, Material, SolverSettings};
 
 /// What a harness did with one input.
@@ -122,16 +123,30 @@ pub fn mesh_builder(data: &[u8]) -> Outcome {
     }
 }
 
-/// Reads OBJ text (any bytes) into a base mesh, subdivides it and, if accepted and small, makes
-/// a cloth and steps it.
+/// Reads OBJ text (any bytes) into a base mesh by the rules of `isocloth::obj` (n-gons
+/// triangulated in their plane, seam vertices merged; a first line `# keep_open 3 4` lists
+/// vertices kept open), checks that every triangle is traced to a face, subdivides it and, if
+/// accepted and small, makes a cloth and steps it.
 pub fn obj_loader(data: &[u8]) -> Outcome {
-    let base = match isocloth::scenario::obj_mesh(&mut &data[..]) {
-        Ok(b) => b,
+    let keep_open = data
+        .strip_prefix(b"# keep_open ")
+        .map(|rest| {
+            let line = rest.split(|&b| b == b'\n').next().unwrap_or(b"");
+            String::from_utf8_lossy(line)
+                .split_ascii_whitespace()
+                .filter_map(|t| t.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    let obj = match ObjMesh::parse(data, &ObjOptions { keep_open }) {
+        Ok(o) => o,
         Err(e) => return refused(e),
     };
-    let mesh = match ClothMesh::new(&base) {
+    assert_eq!(obj.triangle_faces.len(), obj.base.triangles.len());
+    assert_eq!(obj.vertex_sources.len(), obj.base.positions.len());
+    let mesh = match ClothMesh::new(&obj.base) {
         Ok(m) => m,
-        Err(e) => return refused(e),
+        Err(e) => return refused(obj.describe(&e)),
     };
     if mesh.node_count() > 5_000 {
         // Accepted; too large to step quickly inside a fuzzer.
@@ -141,6 +156,79 @@ pub fn obj_loader(data: &[u8]) -> Outcome {
         Ok(cloth) => step_and_check(cloth),
         Err(e) => refused(e),
     }
+}
+
+/// Triangulates a polygon decoded from raw bytes (3 to 66 corners, as small integer steps or
+/// as raw f32 that may be NaN, huge or tiny) and, if accepted, checks the triangulation: n - 2
+/// triangles over distinct corners, each wound like the polygon (positive along its Newell
+/// normal) and of non-zero area, no two overlapping in the polygon's plane.
+pub fn polygon(data: &[u8]) -> Outcome {
+    let mut b = Bytes(data);
+    let n = 3 + usize::from(b.u8() % 64);
+    let raw = b.u8() & 1 != 0;
+    let corners: Vec<DVec3> = (0..n)
+        .map(|_| {
+            if raw {
+                DVec3::new(b.f32().into(), b.f32().into(), b.f32().into())
+            } else {
+                let step = |v: u8| f64::from(v as i8) / 8.0;
+                DVec3::new(step(b.u8()), step(b.u8()), step(b.u8()) / 4.0)
+            }
+        })
+        .collect();
+    let triangles = match triangulate(&corners) {
+        Ok(t) => t,
+        Err(e) => return refused(e),
+    };
+    assert_eq!(triangles.len(), n - 2, "{corners:?}");
+    let normal: DVec3 = (0..n)
+        .map(|i| (corners[i] - corners[0]).cross(corners[(i + 1) % n] - corners[0]))
+        .sum();
+    let axis = normal.normalize();
+    let (u, v) = (
+        axis.any_orthonormal_vector(),
+        axis.cross(axis.any_orthonormal_vector()),
+    );
+    let flat: Vec<DVec2> = corners
+        .iter()
+        .map(|&c| DVec2::new((c - corners[0]).dot(u), (c - corners[0]).dot(v)))
+        .collect();
+    for t in &triangles {
+        assert!(t.iter().all(|&k| k < n) && t[0] != t[1] && t[1] != t[2] && t[0] != t[2]);
+        let [a, b, c] = t.map(|k| flat[k]);
+        assert!(
+            (b - a).perp_dot(c - a) > 0.0,
+            "{t:?} is flat or wound backwards: {corners:?}"
+        );
+    }
+    for (i, s) in triangles.iter().enumerate() {
+        for t in &triangles[i + 1..] {
+            assert!(
+                !overlap(s.map(|k| flat[k]), t.map(|k| flat[k])),
+                "{s:?} and {t:?} overlap: {corners:?}"
+            );
+        }
+    }
+    Outcome::Accepted
+}
+
+/// Whether two counter-clockwise triangles share interior area: no edge of either separates
+/// them by more than rounding (separating axis test; shared edges and corners do not count).
+fn overlap(s: [DVec2; 3], t: [DVec2; 3]) -> bool {
+    let scale = s
+        .iter()
+        .chain(&t)
+        .map(|p| p.length_squared())
+        .fold(1e-300, f64::max);
+    let separates = |tri: [DVec2; 3], other: [DVec2; 3]| {
+        (0..3).any(|k| {
+            let (a, b) = (tri[k], tri[(k + 1) % 3]);
+            other
+                .iter()
+                .all(|&p| (b - a).perp_dot(p - a) <= 1e-9 * scale)
+        })
+    };
+    !separates(s, t) && !separates(t, s)
 }
 
 /// Loads scenario text (any bytes; OBJ paths resolve against a directory that does not exist)
