@@ -44,6 +44,7 @@ pub struct StepReport {
 
 /// Positions and velocities of a cloth, now and one substep back (what BDF2 needs).
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ClothState {
     /// Node positions in metres.
     pub positions: Vec<DVec3>,
@@ -63,6 +64,7 @@ pub struct ClothState {
 /// serde_json's `float_roundtrip` feature: its default float parsing is not exact, and the
 /// continued run then drifts from the uninterrupted one.)
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ClothSnapshot {
     /// Fingerprint of the mesh (topology and rest shape) and the pin set.
     pub fingerprint: u64,

@@ -121,6 +121,7 @@ impl Pose {
 
 /// The shape of a kinematic body, in its local frame.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub enum ColliderShape {
     /// A capsule along the local Y axis: a segment from `-half_height` to `+half_height`
     /// swept by a ball of `radius` (parry3d `Capsule`). Both in metres, both > 0.

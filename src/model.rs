@@ -28,6 +28,7 @@ static NEXT_MODEL_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU6
 /// The iteration used to minimise each substep's energy. Both use the same prefactored matrix
 /// and cost one triangular solve per iteration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub enum SolverMethod {
     /// Plain local-global (projective dynamics): project, then solve. Monotone but slow on stiff
     /// isometry: an unconverged step acts as extra stiffness and damping.

@@ -239,20 +239,9 @@ struct ColliderSpec {
     motion: Motion,
 }
 
-/// [`ColliderShape`] as scenario files write it, refusing unknown fields in its variants.
-/// (`ColliderShape` lives in `collision.rs`; this mirror is checked against it by the
-/// compiler.)
-#[derive(Deserialize)]
-#[serde(remote = "ColliderShape", deny_unknown_fields)]
-enum StrictShape {
-    Capsule { half_height: f64, radius: f64 },
-    Sphere { radius: f64 },
-    Plane,
-}
-
 /// A collider shape, read strictly and checked by [`ColliderShape::validate`].
 fn shape<'de, D: Deserializer<'de>>(d: D) -> Result<ColliderShape, D::Error> {
-    let s = StrictShape::deserialize(d)?;
+    let s = ColliderShape::deserialize(d)?;
     s.validate().map_err(D::Error::custom)?;
     Ok(s)
 }
