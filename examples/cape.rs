@@ -93,17 +93,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let bodies = scene.bodies();
             let target = scene.camera_target();
             let (position, heading) = (scene.walker.position, scene.walker.heading);
-            if first_of_tile {
-                let cam = Camera::following(target, heading, tile_w, tile_h);
-                let img = render::render(
+            let draw = |w: u32, h: u32| {
+                let cam = Camera::following(target, heading, w, h);
+                render::render(
                     &cam,
                     &mesh.positions,
                     &mesh.indices,
                     &bodies,
                     &style(position),
-                    tile_w,
-                    tile_h,
-                );
+                    w,
+                    h,
+                )
+            };
+            if first_of_tile {
+                let img = draw(tile_w, tile_h);
                 let (x, y) = ((tile as u32 % cols) * tile_w, (tile as u32 / cols) * tile_h);
                 sheet.draw_pixmap(
                     x as i32,
@@ -116,16 +119,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 rows_out.push((t, phase, speed, m.max_strain, m.mean_strain, pen, ms));
             }
             if want_frame {
-                let cam = Camera::following(target, heading, 640, 480);
-                let img = render::render(
-                    &cam,
-                    &mesh.positions,
-                    &mesh.indices,
-                    &bodies,
-                    &style(position),
-                    640,
-                    480,
-                );
+                let img = draw(640, 480);
                 let path = out_dir.join(format!("cape_{frame:03}.png"));
                 img.save_png(&path)?;
                 written.push(path);

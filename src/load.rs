@@ -132,6 +132,7 @@ mod checks {
         crate::ContactSettings,
         crate::Aerodynamics,
         crate::Material,
-        crate::AttachmentSettings
+        crate::AttachmentSettings,
+        crate::ColliderShape
     );
 }

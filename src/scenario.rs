@@ -234,16 +234,9 @@ enum Budget {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ColliderSpec {
-    #[serde(deserialize_with = "shape")]
+    #[serde(deserialize_with = "checked")]
     shape: ColliderShape,
     motion: Motion,
-}
-
-/// A collider shape, read strictly and checked by [`ColliderShape::validate`].
-fn shape<'de, D: Deserializer<'de>>(d: D) -> Result<ColliderShape, D::Error> {
-    let s = ColliderShape::deserialize(d)?;
-    s.validate().map_err(D::Error::custom)?;
-    Ok(s)
 }
 
 #[derive(Deserialize)]
