@@ -78,14 +78,14 @@ pub struct ClothSnapshot {
     pub accumulator: f64,
     /// Nodes touching a body after the last substep.
     pub touching: Vec<bool>,
-    /// Nodes sticking to a body after the last substep (empty in snapshots from before it was
-    /// recorded: none).
+    /// The contact force on each node after the last substep (N; empty: none), which the next
+    /// substep starts from.
     #[serde(default)]
-    pub sticking: Vec<bool>,
-    /// What the bodies pushed the cloth with, averaged over the last substeps (N; zero in
-    /// snapshots from before it was recorded).
+    pub contact_force: Vec<DVec3>,
+    /// The body each of those forces comes from (`u32::MAX`: none; empty with
+    /// `contact_force`).
     #[serde(default)]
-    pub contact_load: DVec3,
+    pub contact_body: Vec<u32>,
 }
 
 /// One simulated cloth. See the module docs.
@@ -102,11 +102,11 @@ pub struct Cloth {
     contact: ContactSettings,
     /// Per node: touching a body at the end of the last substep.
     touching: NodeFlags,
-    /// Per node: sticking to a body (static friction) at the end of the last substep.
-    sticking: NodeFlags,
-    /// What the bodies pushed the cloth with, averaged over the last substeps (N; see
-    /// `ContactPass::judge`).
-    contact_load: DVec3,
+    /// Per node: the contact force at the end of the last substep (N), the warm start of the
+    /// next; empty while the cloth touches no body (sized by the first step among bodies).
+    contact_force: Vec<DVec3>,
+    /// Per node: the body that force comes from (`u32::MAX`: none).
+    contact_body: Vec<u32>,
     aero: Aerodynamics,
     /// How many times the cloth went back to its last good state.
     recoveries: u64,
@@ -135,8 +135,8 @@ impl Cloth {
             accumulator: 0.0,
             contact: ContactSettings::default(),
             touching: NodeFlags::new(n),
-            sticking: NodeFlags::new(n),
-            contact_load: DVec3::ZERO,
+            contact_force: Vec::new(),
+            contact_body: Vec::new(),
             aero: Aerodynamics::default(),
             recoveries: 0,
             fault: false,
@@ -385,7 +385,9 @@ impl Cloth {
         for p in self.pin_start.iter_mut().chain(self.pin_target.iter_mut()) {
             *p = transform.transform_point(*p);
         }
-        self.contact_load = transform.transform_vector(self.contact_load);
+        for f in &mut self.contact_force {
+            *f = transform.transform_vector(*f);
+        }
         Ok(())
     }
 
@@ -440,7 +442,12 @@ impl Cloth {
         }
         ws.ensure(&self.model);
         let bodies = self.contact.enabled && !colliders.is_empty();
-        ws.contact_pass.load(&self.touching, &self.sticking, bodies);
+        ws.contact_pass.load(
+            &self.touching,
+            &self.contact_force,
+            &self.contact_body,
+            bodies,
+        );
         // Keep the positions to go back to if a non-finite value appears (reusing the buffer):
         // a recovery restarts the cloth at rest there, so nothing else of the state is needed.
         ws.last_good.clone_from(&self.state.positions);
@@ -453,7 +460,8 @@ impl Cloth {
             self.substep_with_pins_in_x_new(ws, colliders, s0, s);
         }
         self.touching.assign(ws.contact_pass.touching());
-        self.sticking.assign(ws.contact_pass.sticking());
+        ws.contact_pass
+            .store(&mut self.contact_force, &mut self.contact_body);
         report.contacts = ws.contact_pass.last_contacts as u32;
         let st = &self.state;
         let finite = |v: &[DVec3]| v.iter().all(|p| p.is_finite());
@@ -487,13 +495,19 @@ impl Cloth {
     pub fn substep(&mut self) {
         with_thread_workspace(|ws| {
             ws.ensure(&self.model);
-            ws.contact_pass.load(&self.touching, &self.sticking, false);
+            ws.contact_pass.load(
+                &self.touching,
+                &self.contact_force,
+                &self.contact_body,
+                false,
+            );
             for (i, &p) in self.model.pins.iter().enumerate() {
                 ws.x_new[p as usize] = self.pin_target[i];
             }
             self.substep_with_pins_in_x_new(ws, &ColliderSet::EMPTY, 0.0, 1.0);
             self.touching.assign(ws.contact_pass.touching());
-            self.sticking.assign(ws.contact_pass.sticking());
+            ws.contact_pass
+                .store(&mut self.contact_force, &mut self.contact_body);
         });
         self.pin_start.copy_from_slice(&self.pin_target);
     }
@@ -572,10 +586,6 @@ impl Cloth {
             &st.positions,
             &ws.scratch.x_tilde,
         );
-        if self.contact.friction > 0.0 {
-            ws.contact_pass
-                .hold(&st.positions, self.contact.hold_sticking_above as usize);
-        }
         solve_substep(
             model,
             self.settings.iterations,
@@ -584,33 +594,7 @@ impl Cloth {
             &mut Contact {
                 pass: &mut ws.contact_pass,
                 x_start: &st.positions,
-                friction: self.contact.friction,
-                max_coupled: self.contact.max_coupled_contacts as usize,
-                cache: &mut ws.contact_solve,
-                factor_version: 0,
             },
-            &mut ws.held_factor,
-        );
-        // What the bodies must push the cloth with: its momentum balance over the substep,
-        // averaged over about LOAD_TIME (a stiff cloth rings), restarted when contact begins.
-        if self.contact.friction > 0.0 && !ws.contact_pass.touched.is_empty() {
-            let ht = scheme.effective_step(h);
-            let mut load = DVec3::ZERO;
-            for &node in &model.free_nodes {
-                let i = node as usize;
-                load += model.masses[i] * (ws.x_new[i] - ws.scratch.x_tilde[i]);
-            }
-            load /= ht * ht;
-            let fresh = !self.touching.any();
-            let a = if fresh { 1.0 } else { (h / LOAD_TIME).min(1.0) };
-            self.contact_load += a * (load - self.contact_load);
-        }
-        ws.contact_pass.judge(
-            self.contact_load,
-            &model.masses,
-            self.contact.friction,
-            &st.positions,
-            &ws.x_new,
         );
         // Velocities and history shift. A substep in which a body stopped part of the cloth
         // ends with backward-Euler velocities: BDF2 differentiates a quadratic through the last
@@ -704,8 +688,8 @@ impl Cloth {
             pin_target: self.pin_target.clone(),
             accumulator: self.accumulator,
             touching: self.touching.to_vec(),
-            sticking: self.sticking.to_vec(),
-            contact_load: self.contact_load,
+            contact_force: self.contact_force.clone(),
+            contact_body: self.contact_body.clone(),
         }
     }
 
@@ -727,7 +711,8 @@ impl Cloth {
             snapshot.touching.len(),
         ];
         if sizes.iter().any(|&l| l != n)
-            || !(snapshot.sticking.is_empty() || snapshot.sticking.len() == n)
+            || !(snapshot.contact_force.is_empty() || snapshot.contact_force.len() == n)
+            || snapshot.contact_body.len() != snapshot.contact_force.len()
             || snapshot.pin_start.len() != self.pin_start.len()
             || snapshot.pin_target.len() != self.pin_target.len()
         {
@@ -741,6 +726,7 @@ impl Cloth {
             .chain(&st.prev_velocities)
             .chain(&snapshot.pin_start)
             .chain(&snapshot.pin_target)
+            .chain(&snapshot.contact_force)
             .all(|v| v.is_finite());
         if !(finite && snapshot.accumulator.is_finite() && snapshot.accumulator >= 0.0) {
             return mismatch("non-finite values".into());
@@ -773,12 +759,8 @@ impl Cloth {
         self.pin_target.copy_from_slice(&snapshot.pin_target);
         self.accumulator = snapshot.accumulator;
         self.touching.assign(&snapshot.touching);
-        if snapshot.sticking.is_empty() {
-            self.sticking.clear();
-        } else {
-            self.sticking.assign(&snapshot.sticking);
-        }
-        self.contact_load = snapshot.contact_load;
+        self.contact_force.clone_from(&snapshot.contact_force);
+        self.contact_body.clone_from(&snapshot.contact_body);
         Ok(())
     }
 
@@ -891,10 +873,6 @@ impl Cloth {
 
 /// Strain the inertial prediction may add to a red triangle edge beyond what it already has.
 const PREDICTION_STRAIN_TOLERANCE: f64 = 1e-3;
-
-/// Time over which the load that static friction is judged with is averaged (s): a stiff
-/// cloth rings, and its momentum balance with it.
-const LOAD_TIME: f64 = 1.0 / 30.0;
 
 /// Keeps the inertial prediction `x_tilde` from stretching (or compressing) any red triangle
 /// edge further than the current positions `x` already do, beyond 0.1 %: one Gauss-Seidel sweep

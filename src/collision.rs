@@ -5,23 +5,22 @@
 //! start is the last one set), and every substep sees the pose interpolated between the two
 //! (linear in translation, spherical in rotation).
 //!
-//! Contact (DESIGN.md section 5) is a projection inside the solver's loop: after every
-//! iteration, each candidate node is tested against each nearby collider **in the collider's
-//! moving frame**: the node's path from its position at the start of the substep (seen in the
-//! collider's start pose) to its current iterate (seen in the end pose) is a segment in the
-//! collider's local frame; a ray cast along it finds where a node outside the body would first
-//! touch the body inflated by the cloth thickness, however fast the body moved. The node is put
-//! there and keeps only the part of its remaining motion that slides along the surface. A node
-//! already inside at the start of the substep goes to the nearest surface point. Because the test
-//! is on the relative motion, a thin limb sweeping through a hanging sheet pushes it instead of
-//! passing through it.
-//!
-//! After the last iteration one more pass applies Coulomb friction with the position form of the
-//! velocity rule `v_t <- max(1 - mu |dv_n| / |v_t|, 0) v_t` (Wang 2012, eq. 3.27): the node's
-//! tangential displacement relative to the surface over the substep is shortened by `mu` times
-//! the normal correction (removed entirely when shorter, which is static friction). BDF2 derives
-//! velocities from positions, so the rule acts on the velocities too. The pass ends with a
-//! plain projection, so no node is left inside a body deeper than rounding.
+//! Contact (DESIGN.md section 5) is a force per touching node inside the solver's loop, the
+//! prefactored matrix untouched. Each (node, body) candidate carries a force that the global
+//! solve adds to the node's right-hand side (local-global) or subtracts from the gradient
+//! (L-BFGS). After every solve ([`ContactPass::measure`], [`ContactPass::update`]) each
+//! candidate's gap is measured **in the collider's moving frame**: the node's path from its
+//! position at the start of the substep (seen in the collider's start pose) to its current
+//! iterate (seen in the end pose) is a segment in the collider's local frame, and a node whose
+//! path crossed the body's middle is measured from the tangent plane where it entered, so a
+//! thin limb sweeping through a hanging sheet pushes it instead of passing through it. The
+//! normal force grows by the gap over the node's compliance (how far a unit force moves it in
+//! the whole cloth) and stays pushing; the tangential force cancels the slip relative to the
+//! body's surface point the node started on, inside the Coulomb cone `|r_t| <= mu r_n`
+//! (sticking inside it, sliding on its edge). Forces are warm-started across substeps and frames
+//! (the cloth keeps them). A last pass puts nodes still inside on the surface, restores
+//! conformity around them and checks every path against the bodies' swept boxes, so no node is
+//! left inside a body deeper than rounding.
 //!
 //! A broad phase runs once per substep: the cloth's box (start positions and predictions) against
 //! each collider's box swept over the substep, then each node's box against the surviving
@@ -362,29 +361,14 @@ pub struct ContactSettings {
     /// Cloth thickness in metres: nodes are kept this far outside every body. Default 0.005.
     pub thickness: f64,
     /// Coulomb friction coefficient against bodies, >= 0. Default 0.3.
-    ///
-    /// Below about 0.1 little of the cloth sticks. Cloth that wraps over a body of radius
-    /// 0.1 m or less can then stretch by several hundred percent at the default split of 2
-    /// substeps of 5 iterations. With `substeps: 10, iterations: 1` it stays under 5 %
-    /// (`docs/fidelity.md` sections 5.9 and 5.11).
     pub friction: f64,
     /// Whether contact is handled at all. Default true.
     pub enabled: bool,
-    /// Most contacts coupled exactly into each global solve (a dense system of this size per
-    /// iteration, and one cached column of the inverse matrix per contact node); contacts beyond
-    /// it are projected node by node after the solve. Default 64.
-    pub max_coupled_contacts: u32,
     /// Speed (m/s) at which a node found inside a body at the start of a substep (cloth spawned
     /// or teleported into a character) is eased out, instead of being thrown out in one
     /// substep. Nodes that enter a body during a substep are always stopped at its surface.
     /// Default 1.
     pub max_depenetration_speed: f64,
-    /// Static friction inside the solve: nodes sticking to a body (the cloth's load within the
-    /// friction cone, judged from its momentum balance) are held on it exactly, through a
-    /// refactorisation of the system matrix whenever the set of them changes, once more than
-    /// this many stick; fewer are left to the coupled contact solve and the friction pass,
-    /// which cost less. `u32::MAX` turns holding off. Default 16.
-    pub hold_sticking_above: u32,
 }
 
 impl Default for ContactSettings {
@@ -393,9 +377,7 @@ impl Default for ContactSettings {
             thickness: 0.005,
             friction: 0.3,
             enabled: true,
-            max_coupled_contacts: 64,
             max_depenetration_speed: 1.0,
-            hold_sticking_above: 16,
         }
     }
 }
@@ -422,12 +404,6 @@ impl ContactSettings {
                     "must be finite and positive, got {}",
                     self.max_depenetration_speed
                 ),
-            });
-        }
-        if self.max_coupled_contacts > 4096 {
-            return Err(crate::ClothError::InvalidSetting {
-                name: "max_coupled_contacts",
-                reason: format!("at most 4096, got {}", self.max_coupled_contacts),
             });
         }
         Ok(())
@@ -510,36 +486,6 @@ impl Body {
         (proj, self.normal_at(proj))
     }
 
-    /// Coulomb's two sides for a cloth resting on this body, given the force `force` the body
-    /// must push it with and the mass-weighted mean outward normal `mean_normal` of the nodes
-    /// touching it: the part that presses (normal; negative when the force would pull the
-    /// cloth on) and the part that would slide it along the surface (slip). On a plane: the
-    /// force along and across its normal. On a capsule: the force across the axis presses and
-    /// the force along it slides; the cloth hanging over a bar is not turned about the axis by
-    /// this judgement (section 5.6 of docs/fidelity.md says why). On a ball: the force along and
-    /// across the mean normal.
-    fn cone(&self, force: DVec3, mean_normal: DVec3) -> (f64, f64) {
-        match &self.shape {
-            Inflated::Capsule(_) => {
-                let axis = self.pose.transform_vector(DVec3::Y);
-                let along = force.dot(axis);
-                let across = (force - along * axis).length();
-                let pulls = force.dot(mean_normal) < 0.0;
-                (if pulls { -across } else { across }, along.abs())
-            }
-            Inflated::Ball(_) => {
-                let n = mean_normal.normalize_or_zero();
-                let normal = force.dot(n);
-                (normal, (force - normal * n).length())
-            }
-            Inflated::Plane(..) => {
-                let n = self.pose.transform_vector(DVec3::Y);
-                let normal = force.dot(n);
-                (normal, (force - normal * n).length())
-            }
-        }
-    }
-
     /// Outward normal at a local surface point.
     fn normal_at(&self, s: DVec3) -> DVec3 {
         match &self.shape {
@@ -569,6 +515,71 @@ impl Body {
         let hit = p0 + toi * d;
         let (_, normal) = self.project(hit);
         Some((toi, normal))
+    }
+
+    /// The gap of a node that moved from local `p0` (seen in the body's pose at the start of
+    /// the substep) to local `p1` (in its pose at the end). On its own side of the body, the
+    /// signed distance from the nearest point of the inflated surface, along the normal there.
+    /// A node whose relative path entered the surface and crossed the body's middle (a thin
+    /// limb swept past it within the substep) must go back out the way it came in: its gap is
+    /// measured from the tangent plane where it entered. A node that started the substep
+    /// inside (spawned or teleported there) may come out by at most `max_push` a substep.
+    fn gap(&self, p0: DVec3, p1: DVec3, max_push: f64) -> Gap {
+        self.gap_from(p0, self.start_depth(p0), p1, max_push)
+    }
+
+    /// The signed depth of a node that started the substep inside the body (see
+    /// [`Body::started_inside`]) at local `p0`, or `None`: what [`Body::gap`] needs of the
+    /// substep's start, kept per candidate so that the iterations do not query it again.
+    fn start_depth(&self, p0: DVec3) -> Option<f64> {
+        self.started_inside(p0)
+            .then(|| -self.project(p0).0.distance(p0))
+    }
+
+    /// [`Body::gap`] with the start's depth already known ([`Body::start_depth`]).
+    fn gap_from(&self, p0: DVec3, start: Option<f64>, p1: DVec3, max_push: f64) -> Gap {
+        if let Inflated::Plane(_, t) = self.shape {
+            let s1 = p1.y - t as f64;
+            let s0 = p0.y - t as f64;
+            let allowed = if s0 < -START_INSIDE {
+                (s0 + max_push).min(0.0)
+            } else {
+                0.0
+            };
+            return Gap {
+                gap: s1 - allowed,
+                normal: DVec3::Y,
+                through: false,
+            };
+        }
+        let (s, n) = self.project(p1);
+        let inside = self.contains(p1);
+        let d = s.distance(p1);
+        let s1 = if inside { -d } else { d };
+        if let Some(s0) = start {
+            return Gap {
+                gap: s1 - (s0 + max_push).min(0.0),
+                normal: n,
+                through: false,
+            };
+        }
+        // Outside and nearer to where it started than to the surface: it cannot have crossed.
+        if (inside || p1.distance(p0) > s1)
+            && let Some((t, entry_normal)) = self.cast(p0, p1)
+            && n.dot(entry_normal) < 0.0
+        {
+            let entry = p0 + t * (p1 - p0);
+            return Gap {
+                gap: entry_normal.dot(p1 - entry),
+                normal: entry_normal,
+                through: true,
+            };
+        }
+        Gap {
+            gap: s1,
+            normal: n,
+            through: false,
+        }
     }
 
     /// Where a node that moved from local `p0` to local `p1` (relative to this body) ends up,
@@ -613,64 +624,90 @@ impl Body {
     }
 }
 
-/// A linearised contact: keep `normal . x[node] >= offset` (the tangent plane of the body's
-/// inflated surface under the node).
+/// One (node, body) pair near enough to touch during a substep, with its contact force.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct ContactConstraint {
-    /// Index into the candidate list.
-    pub candidate: u32,
+pub(crate) struct Candidate {
     /// Cloth node.
     pub node: u32,
-    /// Outward unit normal (world).
-    pub normal: DVec3,
-    /// Plane offset: `normal . surface point`.
-    pub offset: f64,
+    /// Collider index.
+    pub body: u32,
+    /// The force the body pushes the node with (world, newtons): normal and friction parts,
+    /// carried over from iteration to iteration and from substep to substep.
+    pub force: DVec3,
+    /// The node's gap at the current iterate (see [`ContactPass::measure`]).
+    gap: f64,
+    /// World outward normal at the current iterate.
+    normal: DVec3,
+    /// Whether the node is in the contact set: pushed, or inside.
+    engaged: bool,
+    /// How far a unit normal force moves the node when every engaged node is pushed alike
+    /// (m/N; see [`ContactPass::set_response`]).
+    compliance: f64,
+    /// Whether `compliance` was measured while the candidate was engaged.
+    measured: bool,
+    /// Gap at the previous iteration (NaN: none yet).
+    prev_gap: f64,
+    /// Where the node began the substep, in the body's frame at the substep's start.
+    p0: DVec3,
+    /// That point carried with the body to the substep's end (world): slip is measured from it.
+    carried: DVec3,
+    /// [`Body::start_depth`] of `p0`.
+    start: Option<f64>,
+    /// Compliance after the overshoots seen this substep (see [`ContactPass::update`]).
+    overshoot: f64,
 }
 
-/// Per-substep broad phase and contact projection for one cloth.
+/// Where a node stands against one body at the current iterate.
+#[derive(Debug, Clone, Copy)]
+struct Gap {
+    /// Signed distance along `normal` from where the node may be (negative: it must move out
+    /// by that much).
+    gap: f64,
+    /// Outward unit normal (body-local).
+    normal: DVec3,
+    /// The node's relative path crossed the body's middle (it must go back the way it came).
+    through: bool,
+}
+
+/// Per-substep broad phase and per-node frictional contact for one cloth (see the module
+/// docs).
 #[derive(Debug, Default)]
 pub(crate) struct ContactPass {
-    /// Linearised contacts found by the last [`ContactPass::detect`].
-    pub constraints: Vec<ContactConstraint>,
-    /// Per candidate: held by a constraint in an earlier iteration of this substep.
-    sticky: Vec<bool>,
-    /// (node, collider) pairs near enough to touch during the substep.
-    pub candidates: Vec<(u32, u32)>,
+    /// (node, body) pairs near enough to touch during the substep, with their forces.
+    pub candidates: Vec<Candidate>,
+    /// Per node: the sum of its candidates' forces, which the global solve adds to the node's
+    /// right-hand side (zero for nodes touching nothing).
+    pub node_force: Vec<DVec3>,
     /// Colliders whose swept box meets the cloth's box this substep.
     near: Vec<u32>,
     /// Swept box of each collider over the substep (inflated by the thickness).
     swept: Vec<Aabb>,
-    /// Normal correction of the last projection, per candidate.
-    depth: Vec<f64>,
-    /// Whether any projection this substep moved the candidate.
-    hit: Vec<bool>,
     bodies0: Vec<Body>,
     bodies1: Vec<Body>,
-    /// Nodes moved by the last pass.
+    /// Coulomb friction coefficient this substep.
+    friction: f64,
+    /// Farthest a node that starts a substep inside a body is pushed out during it.
+    max_push: f64,
+    /// Nodes in contact after the last substep.
     pub last_contacts: usize,
     /// Nodes that came into contact this substep (after [`ContactPass::finish`]).
     pub impacts: usize,
     /// Per node: in contact at the end of the previous substep.
     was_touching: Vec<bool>,
-    /// Nodes the projection put on a body in this pass (held while the solver restores the
-    /// linear constraints).
+    /// Nodes the last pass put on a body (held while the solver restores the linear
+    /// constraints).
     held: Vec<bool>,
-    /// Farthest a node that starts a substep inside a body is pushed out during it.
-    max_push: f64,
     /// After [`ContactPass::finish`]: each node in contact, the outward normal and the
     /// displacement over the substep of the body's surface point under it.
     pub touched: Vec<(u32, DVec3, DVec3)>,
-    /// Per node: sticking to its body (static friction) after the previous substep.
-    sticking: Vec<bool>,
-    /// Nodes held on their body for this substep ([`ContactPass::hold`]): node and where the
-    /// body carried it.
-    pub stuck: Vec<(u32, DVec3)>,
-    /// Per node: in `stuck`.
-    is_stuck: Vec<bool>,
-    /// Body of each entry of `touched`.
-    touched_body: Vec<u32>,
-    /// Per body: touching mass, mass-weighted normal, and whether the cloth sticks to it.
-    body_load: Vec<(f64, DVec3, bool)>,
+    /// Per node: the contact force it ended the last substep with, and its body (`u32::MAX`:
+    /// none); the next substep starts from them.
+    warm_force: Vec<DVec3>,
+    warm_body: Vec<u32>,
+    /// Size of the contact set when the collective compliance was last measured this substep.
+    response_set: usize,
+    /// Largest collective compliance of the last measurement.
+    w_max: f64,
 }
 
 impl std::fmt::Debug for Body {
@@ -731,8 +768,8 @@ fn world_box(shape: ColliderShape, pose: &Pose, margin: f64) -> Aabb {
     }
 }
 
-/// A node this close to a body's inflated surface (metres) at the end of a substep, and moved by
-/// a contact during it, counts as touching.
+/// A node this close to a body's inflated surface (metres) at the end of a substep, or pushed
+/// by it, counts as touching.
 const TOUCH: f64 = 1e-4;
 
 /// Depth below which a node that began a substep inside a body counts as on its surface
@@ -740,53 +777,59 @@ const TOUCH: f64 = 1e-4;
 /// body-local coordinates (about 3e-7 m on a 5 m capsule), far below any depth worth easing out.
 const START_INSIDE: f64 = 1e-5;
 
-/// Strain (of the render-mesh edges at a node, `measures::node_strain`) that friction may
-/// always raise the cloth to; above it, friction may not raise it further (see
-/// [`ContactPass::finish`]).
-pub(crate) const FRICTION_STRAIN_TOLERANCE: f64 = 0.03;
-
-/// Most a touching node may move relative to its body over a substep, along the surface, and
-/// start sticking to it in the next (metres).
-const STICK_SLIP: f64 = 1e-4;
-
 /// How far beyond its predicted path a node may wander during the iterations and still be
 /// tested (metres).
 const SLACK: f64 = 0.02;
 
 impl ContactPass {
     /// Sizes the per-node buffers for a cloth of `nodes` nodes (reusing memory) and takes which
-    /// of its nodes touched a body after its last substep. With `bodies` (the step has
-    /// colliders) it also reserves room for every node being a candidate, so that the passes
-    /// of this step allocate only when a node meets several bodies at once; a workspace that
-    /// never steps a cloth among bodies does not hold that room (about 110 bytes a node).
-    pub(crate) fn load(&mut self, touching: &NodeFlags, sticking: &NodeFlags, bodies: bool) {
+    /// of its nodes touched a body after its last substep, and with what force. With `bodies`
+    /// (the step has colliders) it also reserves room for every node being a candidate, so that
+    /// the passes of this step allocate only when a node meets several bodies at once; a
+    /// workspace that never steps a cloth among bodies does not hold that room.
+    pub(crate) fn load(
+        &mut self,
+        touching: &NodeFlags,
+        forces: &[DVec3],
+        force_bodies: &[u32],
+        bodies: bool,
+    ) {
         self.was_touching.clear();
         self.was_touching.extend(touching.iter());
-        self.sticking.clear();
-        self.sticking.extend(sticking.iter());
         let nodes = self.was_touching.len();
-        self.is_stuck.clear();
-        self.is_stuck.resize(nodes, false);
-        self.stuck.clear();
         self.held.resize(nodes, false);
-        // Cleared here and refilled by `prepare`.
         self.candidates.clear();
-        self.depth.clear();
-        self.hit.clear();
-        self.sticky.clear();
         self.touched.clear();
+        self.warm_force.clear();
+        self.warm_body.clear();
+        self.node_force.clear();
         if bodies {
-            self.stuck.reserve(nodes);
+            // Empty when the last step had no bodies: no force anywhere.
+            self.warm_force.extend_from_slice(forces);
+            self.warm_body.extend_from_slice(force_bodies);
+            self.warm_force.resize(nodes, DVec3::ZERO);
+            self.warm_body.resize(nodes, u32::MAX);
+            self.node_force.resize(nodes, DVec3::ZERO);
             self.candidates.reserve(nodes);
-            self.depth.reserve(nodes);
-            self.hit.reserve(nodes);
-            self.sticky.reserve(nodes);
             self.touched.reserve(nodes);
         }
     }
 
+    /// Writes the forces the cloth's nodes ended the step with, and their bodies, for the next
+    /// step's warm start; after a step without bodies both are emptied (no force anywhere),
+    /// keeping their memory.
+    pub(crate) fn store(&self, forces: &mut Vec<DVec3>, force_bodies: &mut Vec<u32>) {
+        forces.clear();
+        force_bodies.clear();
+        if !self.warm_force.is_empty() {
+            forces.extend_from_slice(&self.warm_force);
+            force_bodies.extend_from_slice(&self.warm_body);
+        }
+    }
+
     /// Broad phase for a substep spanning fractions `s0..s1` of the frame: which free nodes
-    /// (moving from `x_start` toward `x_pred`) may touch which colliders.
+    /// (moving from `x_start` toward `x_pred`) may touch which colliders. Each candidate starts
+    /// from the force its node ended the last substep with against the same body.
     #[allow(clippy::too_many_arguments)]
     pub fn prepare(
         &mut self,
@@ -808,13 +851,11 @@ impl ContactPass {
         self.last_contacts = 0;
         self.impacts = 0;
         self.max_push = settings.max_depenetration_speed * h;
-        for &(i, _) in &self.stuck {
-            self.is_stuck[i as usize] = false;
-        }
-        self.stuck.clear();
+        self.friction = settings.friction;
         if !settings.enabled || colliders.is_empty() {
             self.was_touching.fill(false);
-            self.sticking.fill(false);
+            self.warm_force.fill(DVec3::ZERO);
+            self.warm_body.fill(u32::MAX);
             return;
         }
         let margin = settings.thickness + SLACK;
@@ -845,6 +886,8 @@ impl ContactPass {
             }
         }
         if self.near.is_empty() {
+            self.warm_force.fill(DVec3::ZERO);
+            self.warm_body.fill(u32::MAX);
             return;
         }
         for &i in free_nodes {
@@ -856,196 +899,44 @@ impl ContactPass {
             };
             for &c in &self.near {
                 if self.swept[c as usize].overlaps(&node) {
-                    self.candidates.push((i, c));
+                    let warm = self.warm_body[i as usize] == c;
+                    let (b0, b1) = (&self.bodies0[c as usize], &self.bodies1[c as usize]);
+                    let p0 = b0.pose.inverse_transform_point(x_start[i as usize]);
+                    self.candidates.push(Candidate {
+                        node: i,
+                        body: c,
+                        force: if warm {
+                            self.warm_force[i as usize]
+                        } else {
+                            DVec3::ZERO
+                        },
+                        gap: f64::INFINITY,
+                        normal: DVec3::ZERO,
+                        engaged: false,
+                        compliance: 0.0,
+                        measured: false,
+                        prev_gap: f64::NAN,
+                        overshoot: 0.0,
+                        p0,
+                        carried: b1.pose.transform_point(p0),
+                        start: b1.start_depth(p0),
+                    });
                 }
             }
         }
-        self.depth.clear();
-        self.depth.resize(self.candidates.len(), 0.0);
-        self.hit.clear();
-        self.hit.resize(self.candidates.len(), false);
-        self.sticky.clear();
-        self.sticky.resize(self.candidates.len(), false);
+        self.sum_forces();
+        self.response_set = 0;
+        self.w_max = 0.0;
     }
 
-    /// Holds the sticking nodes on their bodies for this substep (static friction): every node
-    /// that ended the last substep touching a body and within the friction cone
-    /// ([`ContactPass::judge`]) gets a target where the body carried the point it rests on, and
-    /// the solver keeps it there exactly. Only when more than `min_count` nodes stick: fewer
-    /// are left to the coupled contact solve and the friction pass, which cost less than the
-    /// refactorisation holding them needs.
-    pub fn hold(&mut self, x_start: &[DVec3], min_count: usize) {
-        for (k, &(i, c)) in self.candidates.iter().enumerate() {
-            let iu = i as usize;
-            if !self.sticking[iu] || self.is_stuck[iu] {
-                continue;
-            }
-            let (b0, b1) = (&self.bodies0[c as usize], &self.bodies1[c as usize]);
-            let local = b0.pose.inverse_transform_point(x_start[iu]);
-            if b0.signed_distance(local) > TOUCH {
-                continue;
-            }
-            let on = if b1.signed_distance(local) < 0.0 {
-                b1.project(local).0
-            } else {
-                local
-            };
-            self.stuck.push((i, b1.pose.transform_point(on)));
-            self.is_stuck[iu] = true;
-            self.hit[k] = true;
+    /// `node_force` from the candidates' forces.
+    fn sum_forces(&mut self) {
+        for c in &self.candidates {
+            self.node_force[c.node as usize] = DVec3::ZERO;
         }
-        if self.stuck.len() <= min_count {
-            self.unstick();
+        for c in &self.candidates {
+            self.node_force[c.node as usize] += c.force;
         }
-    }
-
-    /// Lets every held node go (the substep solves without holding them).
-    pub fn unstick(&mut self) {
-        for &(i, _) in &self.stuck {
-            self.is_stuck[i as usize] = false;
-        }
-        self.stuck.clear();
-        for (k, &(i, _)) in self.candidates.iter().enumerate() {
-            if self.sticking[i as usize] {
-                self.hit[k] = false;
-            }
-        }
-    }
-
-    /// After a substep: which nodes stick to their body in the next one. The cloth sticks to a
-    /// body while the force the body must push it with presses it on and could not slide it
-    /// against Coulomb friction ([`Body::cone`]); then the nodes held this substep keep sticking
-    /// and the other touching nodes start once they move less than [`STICK_SLIP`] over the
-    /// substep relative to the body. With no friction nothing sticks.
-    ///
-    /// The force is `load`: the cloth's momentum balance over the substep, the sum over its
-    /// free nodes of `m (x - x~) / h~^2` (mass times acceleration, less gravity and whatever
-    /// else the prediction `x~` holds), averaged over the last substeps by the caller. The
-    /// cloth's own forces cancel in that sum, so it holds however far the iterations are from
-    /// converged, which per-node forces do not: an almost inextensible cloth with a strain of
-    /// 1e-5 between two held neighbours pulls them apart with a thousand times their weight
-    /// (docs/fidelity.md section 5.5). Several bodies share it in proportion to the mass
-    /// touching each. Moments are left out: the rotation of a cloth is what a local-global
-    /// iteration converges slowest, and moments taken from it were noise (section 5.6). Pins
-    /// carry part of a pinned cloth's weight, which this leaves with the bodies.
-    pub fn judge(
-        &mut self,
-        load: DVec3,
-        masses: &[f64],
-        friction: f64,
-        x_start: &[DVec3],
-        x: &[DVec3],
-    ) {
-        self.sticking.fill(false);
-        if friction <= 0.0 || self.touched.is_empty() {
-            return;
-        }
-        self.body_load.clear();
-        self.body_load
-            .resize(self.bodies1.len(), (0.0, DVec3::ZERO, false));
-        let mut touching_mass = 0.0;
-        for (&(i, normal, _), &c) in self.touched.iter().zip(&self.touched_body) {
-            let m = masses[i as usize];
-            self.body_load[c as usize].0 += m;
-            self.body_load[c as usize].1 += m * normal;
-            touching_mass += m;
-        }
-        for (c, entry) in self.body_load.iter_mut().enumerate() {
-            let (mass, weighted_normal, _) = *entry;
-            if mass <= 0.0 {
-                continue;
-            }
-            let force = mass / touching_mass * load;
-            let (normal, slip) = self.bodies1[c].cone(force, weighted_normal);
-            entry.2 = normal > 0.0 && slip <= friction * normal;
-        }
-        for k in 0..self.touched.len() {
-            let (i, normal, moved) = self.touched[k];
-            let iu = i as usize;
-            self.sticking[iu] = self.body_load[self.touched_body[k] as usize].2
-                && (self.is_stuck[iu] || {
-                    let rel = x[iu] - x_start[iu] - moved;
-                    (rel - rel.dot(normal) * normal).length() <= STICK_SLIP
-                });
-        }
-    }
-
-    /// Per node: sticking after the last substep (of the cloth [`ContactPass::load`]ed).
-    pub fn sticking(&self) -> &[bool] {
-        &self.sticking
-    }
-
-    /// Finds the contacts of the iterate `x`: every candidate whose path from `x_start` enters
-    /// its body, and every candidate held in an earlier iteration of this substep (so that the
-    /// set does not flicker; [`ContactPass::release`] drops one the solve finds pulling).
-    pub fn detect(&mut self, x_start: &[DVec3], x: &[DVec3]) {
-        self.constraints.clear();
-        self.depth.fill(0.0);
-        for (k, &(i, c)) in self.candidates.iter().enumerate() {
-            let (b0, b1) = (&self.bodies0[c as usize], &self.bodies1[c as usize]);
-            let iu = i as usize;
-            if self.is_stuck[iu] {
-                continue;
-            }
-            let p1 = b1.pose.inverse_transform_point(x[iu]);
-            let p0 = b0.pose.inverse_transform_point(x_start[iu]);
-            let (surface, n) = if self.sticky[k] {
-                let (q, n, _) = b1.push_out(p0, p1, self.max_push);
-                (q, n)
-            } else {
-                match b1.resolve(p0, p1, self.max_push) {
-                    Some((q, n, _)) => (q, n),
-                    None => continue,
-                }
-            };
-            let normal = b1.pose.transform_vector(n);
-            let point = b1.pose.transform_point(surface);
-            self.sticky[k] = true;
-            self.hit[k] = true;
-            self.constraints.push(ContactConstraint {
-                candidate: k as u32,
-                node: i,
-                normal,
-                offset: normal.dot(point),
-            });
-        }
-    }
-
-    /// Drops a constraint the solve found pulling the node toward the body.
-    pub fn release(&mut self, candidate: u32) {
-        self.sticky[candidate as usize] = false;
-    }
-
-    /// Records how far a coupled solve moved a candidate along its normal (for friction).
-    pub fn record_depth(&mut self, candidate: u32, depth: f64) {
-        self.depth[candidate as usize] = depth;
-    }
-
-    /// Per node: touching a body after the last substep (of the cloth [`ContactPass::load`]ed).
-    pub fn touching(&self) -> &[bool] {
-        &self.was_touching
-    }
-
-    /// Flags the nodes that the projections of this substep put on a body.
-    fn mark_held(&mut self) {
-        self.held.fill(false);
-        for (k, &(i, _)) in self.candidates.iter().enumerate() {
-            self.held[i as usize] |= self.hit[k];
-        }
-    }
-
-    /// Projects penetrating candidates out (as [`ContactPass::project`]), lets `restore`
-    /// repair what the moves broke with the moved nodes flagged, and projects once more.
-    pub fn project_and_restore(
-        &mut self,
-        x_start: &[DVec3],
-        x: &mut [DVec3],
-        restore: impl FnOnce(&mut [DVec3], &[bool]),
-    ) {
-        self.project(x_start, x);
-        self.mark_held();
-        restore(x, &self.held);
-        self.project(x_start, x);
     }
 
     /// Whether any candidates exist this substep.
@@ -1053,106 +944,198 @@ impl ContactPass {
         !self.candidates.is_empty()
     }
 
-    /// Projects every candidate node out of its collider along its path relative to the
-    /// collider's motion. Returns whether any node moved.
-    pub fn project(&mut self, x_start: &[DVec3], x: &mut [DVec3]) -> bool {
-        let mut moved = false;
-        let mut count = 0;
-        for (k, &(i, c)) in self.candidates.iter().enumerate() {
-            let (b0, b1) = (&self.bodies0[c as usize], &self.bodies1[c as usize]);
-            let i = i as usize;
-            if self.is_stuck[i] {
-                continue;
-            }
-            let p0 = b0.pose.inverse_transform_point(x_start[i]);
+    /// First half of a contact iteration at the iterate `x` (after a global solve): each
+    /// candidate's gap and normal, and which candidates form the contact set (pushed or
+    /// inside). Returns whether the set has changed enough since the collective compliance
+    /// was last measured that it should be measured again ([`ContactPass::response_rhs`]).
+    pub fn measure(&mut self, x: &[DVec3]) -> bool {
+        let mut engaged = 0usize;
+        for c in &mut self.candidates {
+            let i = c.node as usize;
+            let b1 = &self.bodies1[c.body as usize];
             let p1 = b1.pose.inverse_transform_point(x[i]);
-            if let Some((q, _, depth)) = b1.resolve(p0, p1, self.max_push) {
-                x[i] = b1.pose.transform_point(q);
-                self.depth[k] = self.depth[k].max(depth);
-                self.hit[k] = true;
-                moved = true;
-                count += 1;
-            }
+            let g = b1.gap_from(c.p0, c.start, p1, self.max_push);
+            c.gap = g.gap;
+            c.normal = b1.pose.transform_vector(g.normal);
+            c.engaged = c.force != DVec3::ZERO || g.gap < 0.0;
+            engaged += c.engaged as usize;
         }
-        self.last_contacts = count;
-        moved
+        // Measured again when the set grew by a fifth (an impact spreading) or more.
+        engaged > 0 && 5 * engaged > 6 * self.response_set
     }
 
-    /// The last pass of a substep: projection, Coulomb friction on the displacement relative
-    /// to the surface, and a final guard over every free node whose actual path over the
-    /// substep meets a nearby body's swept box (the iterations can carry a node farther than
-    /// the broad phase's allowance), so that no node tunnels or stays inside.
-    /// Friction may not stretch the cloth: a node's friction move is halved (up to three
-    /// times, then dropped) while it would raise `strain(x, node)` (the stretch of the cloth
-    /// at the node) above both its value before the move and [`FRICTION_STRAIN_TOLERANCE`].
-    /// `restore` runs after friction and before the last push-out, with the nodes the
-    /// projection put on a body flagged: the solver restores the linear constraints around them.
+    /// Right-hand side (node order, every node) of the solve that measures the collective
+    /// compliance: 1 in the first lane of each engaged node, zero elsewhere (the matrix acts
+    /// alike on the three coordinates, so one lane is the scalar solve).
+    pub fn response_rhs(&mut self, rhs: &mut [DVec3]) {
+        for c in &self.candidates {
+            rhs[c.node as usize] = DVec3::ZERO;
+        }
+        let mut engaged = 0;
+        for c in &self.candidates {
+            if c.engaged {
+                rhs[c.node as usize] = DVec3::X;
+                engaged += 1;
+            }
+        }
+        self.response_set = engaged;
+    }
+
+    /// Takes the solve of [`ContactPass::response_rhs`], `u = K^-1 1_C` (node order, first
+    /// lane): `u_i` is the sum of row `i` of `K^-1` over the contact set `C`. The Delassus
+    /// operator of the contact, `N^T K^-1 N` (entries `(K^-1)_ij n_i . n_j`), has row sums of
+    /// absolute values at most `u_i` wherever `K^-1` is non-negative, as it is to within
+    /// rounding for the mass-dominated cloth matrix. Each engaged candidate's compliance becomes
+    /// the larger of `u_i` and its own `(K^-1)_ii`. With a compliance at least the absolute row
+    /// sum the projected Jacobi iteration on the contact forces converges (`2W - D` is
+    /// diagonally dominant), whatever the signs of the coupling: on a plane all normals agree,
+    /// around a thin bar they point apart, and pushing the top line lifts the wrapped sides.
+    /// Measured (`docs/lab/2026-11-25-per-node-contact.md`): a unit push on every engaged node
+    /// moves each by 25-60 times its own `(K^-1)_ii` on a sheet falling flat; the node's own
+    /// compliance overshoots by that factor and throws the cloth, the signed row sum
+    /// (`n_i . (K^-1 N 1)_i`) underestimates the coupling around a bar and diverges there.
+    pub fn set_response(&mut self, u: &[DVec3], compliance: &[f64]) {
+        self.w_max = 0.0;
+        for c in &mut self.candidates {
+            c.measured = c.engaged;
+            let own = compliance[c.node as usize];
+            c.compliance = if c.engaged {
+                own.max(u[c.node as usize].x)
+            } else {
+                own.max(c.compliance)
+            };
+            if c.engaged {
+                self.w_max = self.w_max.max(c.compliance);
+            }
+        }
+    }
+
+    /// Second half of a contact iteration: each candidate's force is corrected by what would
+    /// close its node's gap and cancel its slip, the node's compliance telling how far a force
+    /// moves it. The normal part stays pushing (`>= 0`); the tangential part, which opposes the
+    /// node's slip relative to the body since the substep began, stays inside the Coulomb cone
+    /// (`|r_t| <= mu r_n`: sticking inside, sliding on its edge). `node_force` then holds the
+    /// new sums.
+    ///
+    /// The compliance is the larger of the node's own `(K^-1)_ii` and the collective one
+    /// ([`ContactPass::set_response`]); a candidate that joined the contact set since that was
+    /// measured takes the largest measured one. It doubles each time a correction carries its
+    /// node across the surface (the gap changes sign while the body pushes): the iterations of
+    /// the local-global and L-BFGS loops answer a push more softly than `K` alone (the local
+    /// step follows the pushed node), by 2-3 times on the cape's back (measured: a lone node
+    /// on a shoulder blade flipping between 0 and 60 N each iteration, gaps -1.8 / +2.9 mm).
+    pub fn update(&mut self, x: &[DVec3], compliance: &[f64]) {
+        let mu = self.friction;
+        for c in &mut self.candidates {
+            if !c.engaged {
+                continue;
+            }
+            let i = c.node as usize;
+            let mut w = c.compliance.max(compliance[i]);
+            if !c.measured {
+                w = w.max(self.w_max);
+            }
+            let n = c.normal;
+            let rn = c.force.dot(n);
+            let rt = c.force - rn * n;
+            if c.prev_gap * c.gap < 0.0 && rn > 0.0 {
+                c.overshoot = 2.0 * w.max(c.overshoot);
+            }
+            c.prev_gap = c.gap;
+            let w = w.max(c.overshoot);
+            if w <= 0.0 {
+                continue;
+            }
+            let rn = (rn - c.gap / w).max(0.0);
+            // Slip: the node's motion over the substep relative to the surface point it
+            // started on.
+            let rel = x[i] - c.carried;
+            let slip = rel - rel.dot(n) * n;
+            let mut rt = rt - slip / w;
+            let limit = mu * rn;
+            let len = rt.length();
+            if len > limit {
+                rt *= if len > 0.0 { limit / len } else { 0.0 };
+            }
+            c.force = rn * n + rt;
+        }
+        self.sum_forces();
+    }
+
+    /// Flags the nodes that the last projection put on a body.
+    fn mark_held(&mut self, moved: &[bool]) {
+        self.held.fill(false);
+        for (c, &m) in self.candidates.iter().zip(moved) {
+            self.held[c.node as usize] |= m;
+        }
+    }
+
+    /// Puts every candidate node still inside its body on the surface: nodes on their own side
+    /// go to the nearest surface point, nodes whose path crossed the body's middle go back to
+    /// where they entered it (`Body::resolve`). Writes into `moved` which candidates moved.
+    fn push_out_all(&self, x_start: &[DVec3], x: &mut [DVec3], moved: &mut [bool]) {
+        for (k, c) in self.candidates.iter().enumerate() {
+            let i = c.node as usize;
+            let (b0, b1) = (
+                &self.bodies0[c.body as usize],
+                &self.bodies1[c.body as usize],
+            );
+            let p0 = b0.pose.inverse_transform_point(x_start[i]);
+            let p1 = b1.pose.inverse_transform_point(x[i]);
+            let g = b1.gap(p0, p1, self.max_push);
+            // Complementarity: a node the body still pushes lies on its surface.
+            if g.gap >= 0.0 {
+                continue;
+            }
+            let q = if g.through {
+                match b1.resolve(p0, p1, self.max_push) {
+                    Some((q, _, _)) => q,
+                    None => continue,
+                }
+            } else {
+                p1 - g.gap * g.normal
+            };
+            x[i] = b1.pose.transform_point(q);
+            moved[k] = true;
+        }
+    }
+
+    /// The last pass of a substep, after the last iteration's force update: every node still
+    /// inside a body goes on its surface (a small correction once the forces have converged),
+    /// `restore` repairs the linear constraints around the moved nodes (flagged), nodes are
+    /// pushed out once more, and a final guard runs over every free node whose actual path over
+    /// the substep meets a nearby body's swept box (the iterations can carry a node farther
+    /// than the broad phase's allowance), so that no node tunnels or stays inside. Records
+    /// which nodes touch, and the forces to start the next substep from.
     pub fn finish(
         &mut self,
         x_start: &[DVec3],
         x: &mut [DVec3],
-        friction: f64,
         free_nodes: &[u32],
-        strain: impl Fn(&[DVec3], usize) -> f64,
+        scratch_moved: &mut Vec<bool>,
         restore: impl FnOnce(&mut [DVec3], &[bool]),
     ) {
-        self.project(x_start, x);
-        if friction > 0.0 {
-            for (k, &(i, c)) in self.candidates.iter().enumerate() {
-                let depth = self.depth[k];
-                if depth <= 0.0 {
-                    continue;
-                }
-                let (b0, b1) = (&self.bodies0[c as usize], &self.bodies1[c as usize]);
-                let i = i as usize;
-                // Where the surface point under the node at the start went over the substep.
-                let carried = b1
-                    .pose
-                    .transform_point(b0.pose.inverse_transform_point(x_start[i]));
-                let local = b1.pose.inverse_transform_point(x[i]);
-                let (_, n) = b1.project(local);
-                let n = b1.pose.transform_vector(n);
-                let rel = x[i] - carried;
-                let tangential = rel - rel.dot(n) * n;
-                let len = tangential.length();
-                if len > 0.0 {
-                    let cut = (friction * depth / len).min(1.0);
-                    let before = strain(x, i).max(FRICTION_STRAIN_TOLERANCE);
-                    let from = x[i];
-                    let mut step = cut * tangential;
-                    for _ in 0..4 {
-                        x[i] = from - step;
-                        if strain(x, i) <= before {
-                            break;
-                        }
-                        step *= 0.5;
-                        x[i] = from;
-                    }
-                }
-            }
-        }
-        self.mark_held();
+        scratch_moved.clear();
+        scratch_moved.resize(self.candidates.len(), false);
+        self.push_out_all(x_start, x, scratch_moved);
+        self.mark_held(scratch_moved);
         restore(x, &self.held);
-        // Friction moved nodes along tangent planes of curved bodies: push out once more.
+        self.push_out_all(x_start, x, scratch_moved);
         self.touched.clear();
-        self.touched_body.clear();
         self.impacts = 0;
-        for (k, &(i, c)) in self.candidates.iter().enumerate() {
-            let (b0, b1) = (&self.bodies0[c as usize], &self.bodies1[c as usize]);
-            let i = i as usize;
-            let p = b1.pose.inverse_transform_point(x[i]);
-            if b1.contains(p) {
-                let p0 = b0.pose.inverse_transform_point(x_start[i]);
-                let (s, _, _) = b1.push_out(p0, p, self.max_push);
-                x[i] = b1.pose.transform_point(s);
-            }
+        for (k, c) in self.candidates.iter().enumerate() {
+            let i = c.node as usize;
+            let (b0, b1) = (
+                &self.bodies0[c.body as usize],
+                &self.bodies1[c.body as usize],
+            );
             let local = b1.pose.inverse_transform_point(x[i]);
-            if self.hit[k] && b1.signed_distance(local) < TOUCH {
+            let pressed = c.force != DVec3::ZERO;
+            if (pressed || scratch_moved[k]) && b1.signed_distance(local) < TOUCH {
                 let (_, n) = b1.project(local);
                 let moved = x[i] - b0.pose.transform_point(local);
                 self.touched
-                    .push((i as u32, b1.pose.transform_vector(n), moved));
-                self.touched_body.push(c);
+                    .push((c.node, b1.pose.transform_vector(n), moved));
                 if !self.was_touching[i] {
                     self.impacts += 1;
                 }
@@ -1163,15 +1146,25 @@ impl ContactPass {
             self.was_touching[i as usize] = true;
         }
         self.last_contacts = self.touched.len();
+        // Warm start of the next substep: each node's strongest pushing contact.
+        self.warm_body.fill(u32::MAX);
+        self.warm_force.fill(DVec3::ZERO);
+        for c in &self.candidates {
+            let i = c.node as usize;
+            if c.force != DVec3::ZERO
+                && (self.warm_body[i] == u32::MAX
+                    || c.force.length_squared() > self.warm_force[i].length_squared())
+            {
+                self.warm_body[i] = c.body;
+                self.warm_force[i] = c.force;
+            }
+        }
         // Guard: the actual paths against the swept boxes of the nearby bodies.
         for &c in &self.near {
             let (b0, b1) = (&self.bodies0[c as usize], &self.bodies1[c as usize]);
             let swept = self.swept[c as usize];
             for &i in free_nodes {
                 let i = i as usize;
-                if self.is_stuck[i] {
-                    continue;
-                }
                 let (a, b) = (x_start[i], x[i]);
                 let path = Aabb {
                     min: a.min(b),
@@ -1187,6 +1180,11 @@ impl ContactPass {
                 }
             }
         }
+    }
+
+    /// Per node: touching a body after the last substep (of the cloth [`ContactPass::load`]ed).
+    pub fn touching(&self) -> &[bool] {
+        &self.was_touching
     }
 }
 

@@ -38,16 +38,6 @@ impl NodeFlags {
         }
     }
 
-    /// Clears every flag.
-    pub fn clear(&mut self) {
-        self.words.fill(0);
-    }
-
-    /// Whether any flag is set.
-    pub fn any(&self) -> bool {
-        self.words.iter().any(|&w| w != 0)
-    }
-
     /// The flags as booleans (allocates).
     pub fn to_vec(&self) -> Vec<bool> {
         self.iter().collect()
@@ -58,20 +48,18 @@ impl NodeFlags {
 mod tests {
     use super::*;
 
-    /// Flags set from booleans read back as the same booleans, across word boundaries, and a
-    /// cleared set has none.
+    /// Flags set from booleans read back as the same booleans, across word boundaries, and
+    /// assigning all-false clears them.
     #[test]
     fn flags_round_trip_through_booleans() {
         let bools: Vec<bool> = (0..131)
             .map(|i| i % 3 == 0 || i == 64 || i == 130)
             .collect();
         let mut flags = NodeFlags::new(bools.len());
-        assert!(!flags.any());
+        assert_eq!(flags.to_vec(), vec![false; 131]);
         flags.assign(&bools);
         assert_eq!(flags.to_vec(), bools);
-        assert!(flags.any());
-        flags.clear();
-        assert!(!flags.any());
+        flags.assign(&[false; 131]);
         assert_eq!(flags.to_vec(), vec![false; 131]);
     }
 }

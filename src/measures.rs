@@ -4,7 +4,7 @@ use glam::DVec3;
 use serde::{Deserialize, Serialize};
 
 use crate::cloth::ClothState;
-use crate::mesh::{ClothMesh, StrainEdge};
+use crate::mesh::StrainEdge;
 use crate::model::ClothModel;
 
 /// Quality and energy figures of a cloth state.
@@ -44,55 +44,6 @@ fn edge_strain(e: &StrainEdge, x: &[DVec3]) -> f64 {
         None => a.distance(b),
     };
     (len / e.rest_length - 1.0).abs()
-}
-
-/// Largest `|strain|` at `x` of the render-mesh edges at `node`: the half base edges from a
-/// black node to the red nodes around it; from a red node, its two half edges and the edges of
-/// the red (middle) triangles it is a corner of, whose rest length is half the base edge they
-/// are parallel to. On a plain mesh, the base edges at the node.
-pub(crate) fn node_strain(mesh: &ClothMesh, x: &[DVec3], node: usize) -> f64 {
-    let nv = mesh.base_vertex_count();
-    let edges = mesh.strain_edges();
-    let strain = |p: usize, q: usize, rest: f64| (x[p].distance(x[q]) / rest - 1.0).abs();
-    // The part of a base edge at its end `end`: half of it through the red node, or all of it.
-    let half = |e: &StrainEdge, end: usize| match e.mid {
-        Some(m) => strain(end, m as usize, 0.5 * e.rest_length),
-        None => edge_strain(e, x),
-    };
-    let mut worst = 0.0f64;
-    if node < nv {
-        for &t in mesh.fan(node) {
-            for &e in &mesh.triangle_edges()[t as usize] {
-                let e = &edges[e as usize];
-                if e.a as usize == node || e.b as usize == node {
-                    worst = worst.max(half(e, node));
-                }
-            }
-        }
-        return worst;
-    }
-    let own = node - nv;
-    let Some(e) = edges.get(own) else {
-        return 0.0;
-    };
-    worst = worst.max(half(e, e.a as usize)).max(half(e, e.b as usize));
-    for &t in &mesh.edge_triangles()[own] {
-        let Some(tri) = mesh.triangle_edges().get(t as usize) else {
-            continue; // no triangle on this side (boundary edge)
-        };
-        let k = tri.iter().position(|&f| f as usize == own).unwrap_or(0);
-        // The other two red nodes of this triangle; each midpoint edge is parallel to the base
-        // edge opposite to it, i.e. to the third edge of the triangle.
-        for (other, opposite) in [
-            (tri[(k + 1) % 3], tri[(k + 2) % 3]),
-            (tri[(k + 2) % 3], tri[(k + 1) % 3]),
-        ] {
-            if let (Some(m), Some(o)) = (edges[other as usize].mid, edges.get(opposite as usize)) {
-                worst = worst.max(strain(node, m as usize, 0.5 * o.rest_length));
-            }
-        }
-    }
-    worst
 }
 
 /// Measures `state` of a cloth made from `model` under `gravity`.

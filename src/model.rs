@@ -22,9 +22,6 @@ use crate::sparse::CsrMatrix;
 /// Marks a node that is not free in [`ClothModel`]'s node-to-unknown map.
 pub(crate) const PINNED: u32 = u32::MAX;
 
-/// Source of [`ClothModel`] ids.
-static NEXT_MODEL_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-
 /// The iteration used to minimise each substep's energy. Both use the same prefactored matrix
 /// and cost one triangular solve per iteration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -48,7 +45,7 @@ pub enum SolverMethod {
     /// or `iterations` Newton steps. The converged reference that budgeted runs are measured
     /// against (`Cloth::relax`'s solver, with inertia): it allocates and costs milliseconds
     /// per iteration, so it is not for the frame loop. Contacts are resolved after the solve
-    /// only (no coupled contact, no held nodes).
+    /// only (the last pass, no contact forces).
     Newton,
 }
 
@@ -187,15 +184,18 @@ pub struct ClothModel {
     pub(crate) free_nodes: Vec<u32>,
     /// Whether each node is pinned.
     pub(crate) pinned_mask: Vec<bool>,
-    /// Unique per model built in this process (workspaces key their caches on it).
-    pub(crate) id: u64,
     /// Node of each row of the factored (permuted) system.
     pub(crate) solve_order: Vec<u32>,
     pub(crate) coupling: PinCoupling,
     pub(crate) symbolic: Option<SymbolicFactor>,
     /// Factor of `M / h~^2 + S_FF` for the integrator's scheme (none when every node is pinned).
     pub(crate) factor: Option<ModelFactor>,
-    /// `K` itself, assembled on first use ([`ClothModel::system`]).
+    /// Per node, `(K^-1)_ii`: how far a unit force on that node alone moves it in one global
+    /// solve, the rest of the cloth following (m/N; zero for pinned nodes). Contact forces are
+    /// updated with it (see [`crate::collision`]).
+    pub(crate) compliance: Vec<f64>,
+    /// `K` itself, assembled on first use ([`ClothModel::system`]; the factor's tests).
+    #[cfg(test)]
     pub(crate) system: std::sync::OnceLock<CsrMatrix>,
     pub(crate) stats: ModelStats,
 }
@@ -253,6 +253,15 @@ impl ClothModel {
         };
         let matrix_nnz = k.nnz();
         drop(k);
+        // Each free node's compliance in the whole cloth, `(K^-1)_ii` (contact's per-node
+        // response, DESIGN.md section 5); zero for pinned nodes.
+        let mut compliance = vec![0.0; n];
+        if let (Some(symbolic), Some(factor)) = (&symbolic, &factor) {
+            let diag = factor.inverse_diagonal(symbolic);
+            for (&fi, &d) in symbolic.perm().iter().zip(&diag) {
+                compliance[free_nodes[fi as usize] as usize] = d;
+            }
+        }
 
         let factor_seconds = factor_start.elapsed().as_secs_f64();
         let solve_order: Vec<u32> = match &symbolic {
@@ -281,11 +290,12 @@ impl ClothModel {
             pins,
             free_nodes,
             pinned_mask,
-            id: NEXT_MODEL_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             solve_order,
             coupling,
             symbolic,
             factor,
+            compliance,
+            #[cfg(test)]
             system: std::sync::OnceLock::new(),
             stats,
         }))
@@ -328,8 +338,8 @@ impl ClothModel {
     }
 
     /// The factored matrix `K` over the free nodes (free-node order), assembled again on first
-    /// use and kept: only cloths that refactor with nodes held on a body need it (see
-    /// [`crate::solver`]), so a model that never does holds no copy.
+    /// use and kept (the factor's tests compare against it).
+    #[cfg(test)]
     pub(crate) fn system(&self) -> &CsrMatrix {
         self.system.get_or_init(|| {
             let mut unknown = vec![0u32; self.mesh.node_count()];
@@ -342,11 +352,6 @@ impl ClothModel {
             let ht = self.scheme().effective_step(self.settings.substep());
             assemble_system(&self.terms, &self.masses, &unknown, &self.free_nodes, ht).0
         })
-    }
-
-    /// The precision the model's factor keeps (see [`precision_for`]).
-    pub(crate) fn factor_precision(&self) -> FactorPrecision {
-        precision_for(&self.settings)
     }
 
     /// The scheme every substep solves with (the factor's `h~`).

@@ -31,10 +31,7 @@
 use glam::{DVec3, Vec3};
 
 use crate::collision::ContactPass;
-use crate::factor::{
-    FactorPrecision, FactorScratch, Lane4, ModelFactor, SolveLanes, SymbolicFactor,
-};
-use crate::measures::node_strain;
+use crate::factor::{FactorPrecision, Lane4, ModelFactor, SolveLanes, SymbolicFactor};
 use crate::model::{ClothModel, SolverMethod};
 
 /// Most halvings of the step in one line search.
@@ -67,6 +64,12 @@ pub(crate) struct Scratch {
     pub origin: DVec3,
     /// L-BFGS vectors over the free nodes in the factor's ordering.
     pub lbfgs: Lbfgs,
+    /// Per contact candidate: moved by the last contact pass.
+    pub moved: Vec<bool>,
+    /// The contact normals and their solve, in node order (sized on first use).
+    pub response: Vec<DVec3>,
+    /// The same in the factor's ordering.
+    pub response_perm: Vec<DVec3>,
 }
 
 /// L-BFGS state for one substep (over free nodes, factor ordering).
@@ -75,6 +78,8 @@ pub(crate) struct Lbfgs {
     x: Vec<DVec3>,
     g: Vec<DVec3>,
     d: Vec<DVec3>,
+    /// Contact forces in the factor's ordering (sized on the first substep with contact).
+    r: Vec<DVec3>,
     /// Correction pairs, stored in `f32` (half the memory; a pair only shapes the search
     /// direction, which the line search checks in `f64`).
     s: Vec<Vec<Vec3>>,
@@ -138,49 +143,23 @@ impl Scratch {
 
 /// Runs `iterations` local-global iterations of one substep. On entry `x` holds the initial guess
 /// for free nodes and the substep's pin positions for pinned nodes, `scratch.x_tilde` the
-/// prediction. On exit `x` holds the new positions. With an active `contact` pass, candidate
-/// nodes are projected out of the colliders after every iteration (relative to `x_start`, the
-/// positions at the start of the substep) and a last pass applies friction.
+/// prediction. On exit `x` holds the new positions. With an active `contact` pass, every global
+/// solve adds the candidates' contact forces to its right-hand side, every iteration updates
+/// them from the new iterate (`ContactPass::update`), and a last pass puts any node still inside
+/// a body on its surface (`ContactPass::finish`).
 pub(crate) fn solve_substep(
     model: &ClothModel,
     iterations: u32,
     x: &mut [DVec3],
     scratch: &mut Scratch,
     contact: &mut Contact<'_>,
-    held: &mut HeldFactor,
 ) {
-    let (Some(symbolic), Some(base_factor)) = (model.symbolic.as_ref(), model.factor.as_ref())
-    else {
+    let (Some(symbolic), Some(factor)) = (model.symbolic.as_ref(), model.factor.as_ref()) else {
         return; // every node pinned: nothing to solve
     };
     let h = model.settings.substep();
     let ht = model.scheme().effective_step(h);
     let inv_ht2 = 1.0 / (ht * ht);
-
-    // Nodes sticking to a body are held where it carried them, by a factor of `K` with their
-    // rows decoupled (refactored only when the set changes).
-    contact.factor_version = 0;
-    let mut factor = base_factor;
-    let mut mask = None;
-    if model.settings.method == SolverMethod::Newton {
-        contact.pass.unstick(); // the reference solver holds nothing
-    }
-    if !contact.pass.stuck.is_empty() {
-        match (
-            held.prepare(model, symbolic, &contact.pass.stuck),
-            &held.factor,
-        ) {
-            (Some(version), Some(f)) => {
-                for &(node, target) in &contact.pass.stuck {
-                    x[node as usize] = target;
-                }
-                factor = f;
-                mask = Some(&held.row_mask[..]);
-                contact.factor_version = version;
-            }
-            _ => contact.pass.unstick(),
-        }
-    }
 
     // The linear algebra (right-hand sides, solves, L-BFGS vectors) runs relative to a point on
     // the cloth: every term depends on differences of positions only, and far from the world
@@ -190,15 +169,15 @@ pub(crate) fn solve_substep(
     scratch.origin = x[model.free_nodes[0] as usize];
     let origin = scratch.origin;
     let one_step = model.settings.method == SolverMethod::LocalGlobal || iterations == 1;
-    match (model.settings.method, mask) {
-        (SolverMethod::Newton, _) => {
+    match model.settings.method {
+        SolverMethod::Newton => {
             // A reference solver: any failure leaves the last accepted iterate, which the
-            // measures then show.
+            // measures then show. Contact enters only through the last pass.
             let _ = crate::equilibrium::newton_substep(model, x, inv_ht2, iterations, scratch);
         }
         // One L-BFGS iteration is exactly the local-global step (no pairs yet, taken whole);
         // the local-global form skips the energy and gradient evaluations around it.
-        (SolverMethod::LocalGlobal, None) | (SolverMethod::Lbfgs { .. }, None)
+        SolverMethod::LocalGlobal | SolverMethod::Lbfgs { .. }
             if one_step && factor.precision() == FactorPrecision::Double =>
         {
             // Constant right-hand side: M (x~ - o) / h~^2 - S_FP (x_P - o) (free rows only are
@@ -210,15 +189,13 @@ pub(crate) fn solve_substep(
             scratch.x_tilde = x_tilde;
             local_global(model, symbolic, factor, iterations, x, scratch, contact)
         }
-        // Local-global with held nodes runs in its gradient form (L-BFGS without memory: each
-        // step is `x - K^-1 g`), which needs no right-hand side coupling to the held rows.
-        (method, mask) => {
+        method => {
             let history = match method {
                 SolverMethod::Lbfgs { history } => history as usize,
                 SolverMethod::LocalGlobal | SolverMethod::Newton => 0,
             };
             lbfgs(
-                model, symbolic, factor, inv_ht2, iterations, history, mask, x, scratch, contact,
+                model, symbolic, factor, inv_ht2, iterations, history, x, scratch, contact,
             )
         }
     }
@@ -226,80 +203,55 @@ pub(crate) fn solve_substep(
         contact.pass.finish(
             contact.x_start,
             x,
-            contact.friction,
             &model.free_nodes,
-            |x, node| node_strain(&model.mesh, x, node),
+            &mut scratch.moved,
             |x, held| restore_conformity(model, x, held),
         );
     }
 }
 
-/// Nodes held on a body (sticking contacts) and the factor that holds them: `K` with their
-/// rows and columns reduced to the diagonal, so a solve leaves them where they are. Lives in
-/// the workspace; refactored only when the held set (or the model) changes.
-#[derive(Debug, Default)]
-pub(crate) struct HeldFactor {
-    /// The model and held nodes (sorted) the factor was made for.
-    owner: Option<u64>,
-    nodes: Vec<u32>,
-    /// Per free index (the matrix's rows): held.
-    decouple: Vec<bool>,
-    /// Per factor row: held.
-    row_mask: Vec<bool>,
-    factor: Option<ModelFactor>,
-    scratch: FactorScratch,
-    /// Changes with every refactorisation (0 is the model's own factor).
-    version: u64,
-    /// Refactorisations so far.
-    pub refactors: u64,
+/// One contact iteration after a global solve: gaps at `x`, the collective compliance
+/// measured again if the contact set grew (one solve with the contact normals as right-hand
+/// side, see `ContactPass::set_response`), then the forces updated.
+fn contact_iteration(
+    model: &ClothModel,
+    symbolic: &SymbolicFactor,
+    factor: &ModelFactor,
+    x: &[DVec3],
+    scratch: &mut Scratch,
+    contact: &mut Contact<'_>,
+) {
+    let mut solve = std::mem::take(&mut scratch.solve);
+    contact_iteration_lanes(model, symbolic, factor, x, scratch, &mut solve, contact);
+    scratch.solve = solve;
 }
 
-impl HeldFactor {
-    /// Makes `factor` hold `stuck`, refactoring if needed, and returns its version; `None` if
-    /// the factorisation fails (the nodes are then not held).
-    fn prepare(
-        &mut self,
-        model: &ClothModel,
-        symbolic: &SymbolicFactor,
-        stuck: &[(u32, DVec3)],
-    ) -> Option<u64> {
-        let same = self.owner == Some(model.id)
-            && self.nodes.len() == stuck.len()
-            && self.nodes.iter().zip(stuck).all(|(&a, &(b, _))| a == b);
-        if !same {
-            self.owner = None;
-            self.nodes.clear();
-            self.nodes.extend(stuck.iter().map(|&(n, _)| n));
-            let nf = model.free_nodes.len();
-            self.decouple.clear();
-            self.decouple.resize(nf, false);
-            for &node in &self.nodes {
-                if let Ok(fi) = model.free_nodes.binary_search(&node) {
-                    self.decouple[fi] = true;
-                }
-            }
-            self.row_mask.clear();
-            self.row_mask
-                .extend(symbolic.perm().iter().map(|&fi| self.decouple[fi as usize]));
-            let precision = model.factor_precision();
-            if self.factor.as_ref().map(ModelFactor::precision) != Some(precision) {
-                self.factor = Some(ModelFactor::empty(precision));
-            }
-            let factor = self.factor.as_mut()?;
-            factor
-                .refactor(
-                    symbolic,
-                    model.system(),
-                    Some(&self.decouple),
-                    &mut self.scratch,
-                )
-                .ok()?;
-            self.version += 1;
-            self.refactors += 1;
-            self.owner = Some(model.id);
+fn contact_iteration_lanes(
+    model: &ClothModel,
+    symbolic: &SymbolicFactor,
+    factor: &ModelFactor,
+    x: &[DVec3],
+    scratch: &mut Scratch,
+    solve: &mut SolveLanes,
+    contact: &mut Contact<'_>,
+) {
+    let pass = &mut *contact.pass;
+    if pass.measure(x) {
+        let n = model.mesh.node_count();
+        scratch.response.clear();
+        scratch.response.resize(n, DVec3::ZERO);
+        scratch
+            .response_perm
+            .resize(model.free_nodes.len(), DVec3::ZERO);
+        pass.response_rhs(&mut scratch.response);
+        gather_gradient(model, &scratch.response, &mut scratch.response_perm);
+        factor.solve_permuted(symbolic, &mut scratch.response_perm, solve);
+        for (u, &node) in scratch.response_perm.iter().zip(&model.solve_order) {
+            scratch.response[node as usize] = *u;
         }
-        Some(self.version)
+        pass.set_response(&scratch.response, &model.compliance);
     }
+    pass.update(x, &model.compliance);
 }
 
 /// Puts every free black node that is not on a body (`held`) back at its conformity target,
@@ -332,245 +284,11 @@ fn restore_conformity(model: &ClothModel, x: &mut [DVec3], held: &[bool]) {
     }
 }
 
-/// Contact for one substep: the broad-phase result and what the projection needs.
+/// Contact for one substep: the broad-phase result, its forces, and where the substep began.
 pub(crate) struct Contact<'a> {
     pub pass: &'a mut ContactPass,
     /// Positions at the start of the substep.
     pub x_start: &'a [DVec3],
-    /// Coulomb friction coefficient.
-    pub friction: f64,
-    /// Most contacts coupled into one global solve.
-    pub max_coupled: usize,
-    /// Columns of `K^-1` for contact nodes, and the dense contact system.
-    pub cache: &'a mut ContactSolve,
-    /// Which factor the solve uses (0: the model's; otherwise a [`HeldFactor`] version).
-    pub factor_version: u64,
-}
-
-/// Workspace of the coupled contact solve: cached columns of `K^-1` (one per contact node, in
-/// the factor's ordering, for the factor they were computed with) and the dense Schur system.
-#[derive(Debug, Default)]
-pub(crate) struct ContactSolve {
-    /// Which model (its id) and factor version the cached columns belong to.
-    owner: Option<(u64, u64)>,
-    /// `columns[s * nf..(s + 1) * nf]`: the column in slot `s`.
-    columns: Vec<f64>,
-    /// Factor row held by each slot (`u32::MAX`: empty).
-    slot_owner: Vec<u32>,
-    /// Slot of each factor row (`u32::MAX`: none).
-    slot_of: Vec<u32>,
-    /// Round in which each slot was last needed.
-    slot_used: Vec<u64>,
-    round: u64,
-    clock: usize,
-    /// Factor row of every free node (`u32::MAX` for pinned nodes).
-    row_of_node: Vec<u32>,
-    /// Slot of each coupled constraint.
-    con_slot: Vec<u32>,
-    /// Dense Schur matrix (row-major), right-hand side / multipliers.
-    schur: Vec<f64>,
-    lambda: Vec<f64>,
-}
-
-impl ContactSolve {
-    /// Sizes the cache for `model` and up to `max_coupled` contacts (allocates only when the
-    /// sizes change).
-    fn prepare(&mut self, model: &ClothModel, max_coupled: usize, version: u64) {
-        let nf = model.free_nodes.len();
-        let n = model.mesh.node_count();
-        let owner = Some((model.id, version));
-        if self.owner == owner && self.slot_owner.len() == max_coupled {
-            return;
-        }
-        // Another model or cap: resize (reusing memory) and forget the cached columns.
-        self.row_of_node.clear();
-        self.row_of_node.resize(n, u32::MAX);
-        for (r, &node) in model.solve_order.iter().enumerate() {
-            self.row_of_node[node as usize] = r as u32;
-        }
-        self.columns.resize(max_coupled * nf, 0.0);
-        self.slot_owner.clear();
-        self.slot_owner.resize(max_coupled, u32::MAX);
-        self.slot_used.clear();
-        self.slot_used.resize(max_coupled, 0);
-        self.slot_of.clear();
-        self.slot_of.resize(nf, u32::MAX);
-        self.con_slot.reserve(max_coupled);
-        self.schur.resize(max_coupled * max_coupled, 0.0);
-        self.lambda.resize(max_coupled, 0.0);
-        self.owner = owner;
-    }
-
-    /// The slot holding `K^-1 e_row`, computing it (one scalar solve) if needed.
-    fn column(
-        &mut self,
-        symbolic: &SymbolicFactor,
-        factor: &ModelFactor,
-        row: u32,
-        nf: usize,
-    ) -> Option<u32> {
-        let have = self.slot_of[row as usize];
-        if have != u32::MAX {
-            self.slot_used[have as usize] = self.round;
-            return Some(have);
-        }
-        // Evict a slot not needed in this round.
-        let slots = self.slot_owner.len();
-        let slot = (0..slots)
-            .map(|k| (self.clock + k) % slots)
-            .find(|&s| self.slot_owner[s] == u32::MAX || self.slot_used[s] != self.round)?;
-        self.clock = (slot + 1) % slots;
-        if self.slot_owner[slot] != u32::MAX {
-            self.slot_of[self.slot_owner[slot] as usize] = u32::MAX;
-        }
-        let col = &mut self.columns[slot * nf..(slot + 1) * nf];
-        col.fill(0.0);
-        col[row as usize] = 1.0;
-        factor.solve_scalar_permuted(symbolic, col);
-        self.slot_owner[slot] = row;
-        self.slot_of[row as usize] = slot as u32;
-        self.slot_used[slot] = self.round;
-        Some(slot as u32)
-    }
-}
-
-/// The contact-constrained global step: moves the free nodes `x` (node order, just solved with
-/// `K`) to the minimiser of the same quadratic subject to the detected contacts
-/// `n_a . x_a = offset_a`, i.e. `x += K^-1 N lambda` with `(N^T K^-1 N) lambda = offset - N^T x`.
-/// Multipliers that come out pulling (negative) release their contact and the system is solved
-/// again. Contacts beyond `max_coupled` fall back to the pointwise projection.
-fn coupled_contact(
-    model: &ClothModel,
-    symbolic: &SymbolicFactor,
-    factor: &ModelFactor,
-    x: &mut [DVec3],
-    contact: &mut Contact<'_>,
-) {
-    let pass = &mut *contact.pass;
-    pass.detect(contact.x_start, x);
-    if pass.constraints.is_empty() {
-        return;
-    }
-    if pass.constraints.len() > contact.max_coupled {
-        // Too many to couple. Coupling only some of them makes those few carry the whole cloth
-        // (measured: a sheet on a 20 degree ramp thrown off at 64 of 441 contacts; coupling
-        // the 64 deepest and projecting the rest let it creep 0.3 m at friction 0.8), so all of
-        // them are projected node by node instead, which holds it still.
-        pass.project_and_restore(contact.x_start, x, |x, held| {
-            restore_conformity(model, x, held)
-        });
-        return;
-    }
-    let cs = &mut *contact.cache;
-    cs.prepare(model, contact.max_coupled, contact.factor_version);
-    let nf = model.free_nodes.len();
-    cs.round += 1;
-    for _round in 0..4 {
-        // Columns for the coupled constraints (the first `max_coupled`).
-        cs.con_slot.clear();
-        let m = pass.constraints.len().min(contact.max_coupled);
-        for c in &pass.constraints[..m] {
-            let row = cs.row_of_node[c.node as usize];
-            match cs.column(symbolic, factor, row, nf) {
-                Some(slot) => cs.con_slot.push(slot),
-                None => break,
-            }
-        }
-        let m = cs.con_slot.len();
-        if m == 0 {
-            return;
-        }
-        // S_ab = (n_a . n_b) (K^-1)_{row_a row_b}; r_a = offset_a - n_a . x_a.
-        let mut trace = 0.0;
-        for a in 0..m {
-            let ca = pass.constraints[a];
-            let col_a = &cs.columns[cs.con_slot[a] as usize * nf..][..nf];
-            for b in 0..=a {
-                let cb = pass.constraints[b];
-                let v = ca.normal.dot(cb.normal) * col_a[cs.row_of_node[cb.node as usize] as usize];
-                cs.schur[a * m + b] = v;
-                cs.schur[b * m + a] = v;
-            }
-            trace += cs.schur[a * m + a];
-            cs.lambda[a] = ca.offset - ca.normal.dot(x[ca.node as usize]);
-        }
-        // A touch of regularisation keeps two contacts on one node (or parallel ones) solvable.
-        let eps = 1e-9 * trace / m as f64;
-        for a in 0..m {
-            cs.schur[a * m + a] += eps;
-        }
-        if !dense_cholesky_solve(&mut cs.schur[..m * m], &mut cs.lambda[..m], m) {
-            return;
-        }
-        let released = (0..m).filter(|&a| cs.lambda[a] < 0.0).count();
-        if released > 0 {
-            // Drop the pulling contacts and solve again without them.
-            let mut keep = 0;
-            for a in 0..pass.constraints.len() {
-                let pulling = a < m && cs.lambda[a] < 0.0;
-                if pulling {
-                    pass.release(pass.constraints[a].candidate);
-                } else {
-                    pass.constraints[keep] = pass.constraints[a];
-                    keep += 1;
-                }
-            }
-            pass.constraints.truncate(keep);
-            continue;
-        }
-        // x += sum_a lambda_a col_a n_a, node by node.
-        for a in 0..m {
-            let c = pass.constraints[a];
-            let la = cs.lambda[a];
-            let col = &cs.columns[cs.con_slot[a] as usize * nf..][..nf];
-            for (r, &node) in model.solve_order.iter().enumerate() {
-                x[node as usize] += (la * col[r]) * c.normal;
-            }
-            // The multiplier is the contact force (N); over the substep it moves the node by
-            // h~^2 lambda / m along the normal: the normal correction friction scales with.
-            let ht = model.scheme().effective_step(model.settings.substep());
-            pass.record_depth(c.candidate, ht * ht * la / model.masses[c.node as usize]);
-        }
-        return;
-    }
-}
-
-/// Solves `A x = b` in place for a symmetric positive definite `A` (row-major, `n x n`) by
-/// Cholesky; `b` becomes `x`. Returns false if `A` is not positive definite.
-fn dense_cholesky_solve(a: &mut [f64], b: &mut [f64], n: usize) -> bool {
-    for j in 0..n {
-        let mut d = a[j * n + j];
-        for k in 0..j {
-            d -= a[j * n + k] * a[j * n + k];
-        }
-        if d.is_nan() || d <= 0.0 {
-            return false;
-        }
-        let d = d.sqrt();
-        a[j * n + j] = d;
-        for i in j + 1..n {
-            let mut v = a[i * n + j];
-            for k in 0..j {
-                v -= a[i * n + k] * a[j * n + k];
-            }
-            a[i * n + j] = v / d;
-        }
-    }
-    for i in 0..n {
-        let mut v = b[i];
-        for k in 0..i {
-            v -= a[i * n + k] * b[k];
-        }
-        b[i] = v / a[i * n + i];
-    }
-    for i in (0..n).rev() {
-        let mut v = b[i];
-        for k in i + 1..n {
-            v -= a[k * n + i] * b[k];
-        }
-        b[i] = v / a[i * n + i];
-    }
-    true
 }
 
 /// `rhs_const[i] = load(i) - (S_FP (x_P - origin))_i` for every free node `i`.
@@ -626,17 +344,26 @@ fn local_global(
         .solve
         .double
         .resize(model.free_nodes.len(), Lane4::default());
+    let active = contact.pass.active();
     for _ in 0..iterations {
         project_and_assemble(model, x, scratch);
-        for (b, &node) in scratch.solve.double.iter_mut().zip(&model.solve_order) {
-            *b = Lane4::from_vec(scratch.rhs[node as usize]);
+        if active {
+            // The contact forces join the right-hand side: `K x = b + r`.
+            let force = &contact.pass.node_force;
+            for (b, &node) in scratch.solve.double.iter_mut().zip(&model.solve_order) {
+                *b = Lane4::from_vec(scratch.rhs[node as usize] + force[node as usize]);
+            }
+        } else {
+            for (b, &node) in scratch.solve.double.iter_mut().zip(&model.solve_order) {
+                *b = Lane4::from_vec(scratch.rhs[node as usize]);
+            }
         }
         rhs_factor.solve_lanes(symbolic, &mut scratch.solve.double);
         for (b, &node) in scratch.solve.double.iter().zip(&model.solve_order) {
             x[node as usize] = b.vec() + scratch.origin;
         }
-        if contact.pass.active() {
-            coupled_contact(model, symbolic, factor, x, contact);
+        if active {
+            contact_iteration(model, symbolic, factor, x, scratch, contact);
         }
     }
 }
@@ -714,13 +441,11 @@ fn evaluate_points(
     f
 }
 
-/// The gradient of the last [`evaluate`] (in `rhs`, node order) in the factor's ordering, zero
-/// on the rows flagged in `mask` (held nodes: with the held factor those rows stay put).
-fn gather_gradient(model: &ClothModel, rhs: &[DVec3], g: &mut [DVec3], mask: Option<&[bool]>) {
+/// The gradient of the last [`evaluate`] (in `rhs`, node order) in the factor's ordering.
+fn gather_gradient(model: &ClothModel, rhs: &[DVec3], g: &mut [DVec3]) {
     for (gi, &node) in g.iter_mut().zip(&model.solve_order) {
         *gi = rhs[node as usize];
     }
-    mask_gradient(g, mask);
 }
 
 /// Static energy `E(x) - sum m g . x` (up to a constant) and its gradient over the free nodes in
@@ -756,20 +481,12 @@ fn dot_f32(a: &[Vec3], b: &[DVec3]) -> f64 {
     a.iter().zip(b).map(|(p, q)| p.as_dvec3().dot(*q)).sum()
 }
 
-/// Zeroes the gradient on the held rows (`mask`, factor ordering): with the held factor those
-/// rows then stay put.
-fn mask_gradient(g: &mut [DVec3], mask: Option<&[bool]>) {
-    if let Some(mask) = mask {
-        for (gi, &held) in g.iter_mut().zip(mask) {
-            if held {
-                *gi = DVec3::ZERO;
-            }
-        }
-    }
-}
-
-/// L-BFGS iterations with `history` correction pairs (at most the workspace's), holding the
-/// rows flagged in `mask` (factor ordering) where they are.
+/// L-BFGS iterations with `history` correction pairs (at most the workspace's).
+///
+/// With contact the substep minimises `f(x) - r . x` for the contact forces `r`, which are held
+/// constant within an iteration and updated after it: the search direction and the line search
+/// see the gradient `g - r`, while each correction pair is a difference of the smooth gradient
+/// `g` alone, so the pairs stay secants of the smooth energy when the forces change.
 #[allow(clippy::too_many_arguments)]
 fn lbfgs(
     model: &ClothModel,
@@ -778,7 +495,6 @@ fn lbfgs(
     inv_ht2: f64,
     iterations: u32,
     history: usize,
-    mask: Option<&[bool]>,
     x: &mut [DVec3],
     scratch: &mut Scratch,
     contact: &mut Contact<'_>,
@@ -790,14 +506,26 @@ fn lbfgs(
     let m = history.min(iterations.saturating_sub(1) as usize);
     lb.grow_pairs(m, model.free_nodes.len());
     lb.len = 0;
+    let active = contact.pass.active();
+    if active {
+        lb.r.resize(model.free_nodes.len(), DVec3::ZERO);
+        gather_gradient(model, &contact.pass.node_force, &mut lb.r);
+    }
     for (xi, &node) in lb.x.iter_mut().zip(&model.solve_order) {
         *xi = x[node as usize] - scratch.origin;
     }
     let mut f = evaluate(model, inv_ht2, &lb.x, x, scratch);
-    gather_gradient(model, &scratch.rhs, &mut lb.g, mask);
+    gather_gradient(model, &scratch.rhs, &mut lb.g);
     for _ in 0..iterations {
-        // Two-loop recursion: d = -H g with H0 = K^-1.
+        // The contact forces' share of the energy and of the gradient along the direction.
+        let force_dot = |lb: &Lbfgs, v: &[DVec3]| if active { dot(&lb.r, v) } else { 0.0 };
+        // Two-loop recursion: d = -H (g - r) with H0 = K^-1.
         lb.d.copy_from_slice(&lb.g);
+        if active {
+            for (d, r) in lb.d.iter_mut().zip(&lb.r) {
+                *d -= *r;
+            }
+        }
         for k in 0..lb.len {
             let j = (lb.newest + m - k) % m;
             let a = lb.rho[j] * dot_f32(&lb.s[j], &lb.d);
@@ -817,41 +545,53 @@ fn lbfgs(
         for d in lb.d.iter_mut() {
             *d = -*d;
         }
-        let mut gd = dot(&lb.g, &lb.d);
+        let mut gd = dot(&lb.g, &lb.d) - force_dot(&lb, &lb.d);
         if gd.is_nan() || gd >= 0.0 {
             // Not a descent direction (curvature pairs gone stale): fall back to local-global.
             lb.len = 0;
             lb.d.copy_from_slice(&lb.g);
+            if active {
+                for (d, r) in lb.d.iter_mut().zip(&lb.r) {
+                    *d -= *r;
+                }
+            }
             factor.solve_permuted(symbolic, &mut lb.d, &mut scratch.solve);
             for d in lb.d.iter_mut() {
                 *d = -*d;
             }
-            gd = dot(&lb.g, &lb.d);
+            gd = dot(&lb.g, &lb.d) - force_dot(&lb, &lb.d);
             if gd.is_nan() || gd >= 0.0 {
                 break; // converged to rounding
             }
         }
+        let (rx, rd) = (force_dot(&lb, &lb.x), force_dot(&lb, &lb.d));
+        let f_total = f - rx;
         // Armijo backtracking. With no curvature pairs the direction is the local-global step,
         // which decreases the energy by construction: take it whole (a failed comparison there
         // only means the energy differences are below rounding).
         let plain_step = lb.len == 0;
         let mut step = 1.0;
         let mut f_trial;
+        let mut f_trial_total;
         let mut tries = 0;
         loop {
             // The trial's gradient stays in `scratch.rhs` until the step is accepted.
             f_trial = evaluate_trial(model, inv_ht2, (&lb.x, &lb.d, step), x, scratch);
-            if plain_step || f_trial <= f + ARMIJO * step * gd || tries == MAX_BACKTRACKS {
+            f_trial_total = f_trial - (rx + step * rd);
+            if plain_step
+                || f_trial_total <= f_total + ARMIJO * step * gd
+                || tries == MAX_BACKTRACKS
+            {
                 break;
             }
             step *= 0.5;
             tries += 1;
         }
-        if !plain_step && (f_trial.is_nan() || f_trial > f) {
+        if !plain_step && (f_trial_total.is_nan() || f_trial_total > f_total) {
             // No decrease even at the smallest step: drop the curvature pairs and retry from
             // here with the local-global direction.
             f = evaluate(model, inv_ht2, &lb.x, x, scratch);
-            gather_gradient(model, &scratch.rhs, &mut lb.g, mask);
+            gather_gradient(model, &scratch.rhs, &mut lb.g);
             lb.len = 0;
             continue;
         }
@@ -860,12 +600,7 @@ fn lbfgs(
             let slot = if lb.len == 0 { 0 } else { (lb.newest + 1) % m };
             let (mut sy, mut yy) = (0.0, 0.0);
             for (i, &node) in model.solve_order.iter().enumerate() {
-                let held = mask.is_some_and(|mask| mask[i]);
-                let g_trial = if held {
-                    DVec3::ZERO
-                } else {
-                    scratch.rhs[node as usize]
-                };
+                let g_trial = scratch.rhs[node as usize];
                 // The accepted point, formed as the line search's evaluation formed it.
                 let x_trial = lb.x[i] + step * lb.d[i];
                 // Rounded as stored, so that rho belongs to the pair the recursion uses.
@@ -885,24 +620,18 @@ fn lbfgs(
                 lb.len = (lb.len + 1).min(m);
             }
         } else {
-            gather_gradient(model, &scratch.rhs, &mut lb.g, mask);
+            gather_gradient(model, &scratch.rhs, &mut lb.g);
             for (xi, &di) in lb.x.iter_mut().zip(&lb.d) {
                 *xi += step * di;
             }
         }
         f = f_trial;
-        // Contact: the pair above is a secant of the smooth energy; now project the accepted
-        // iterate (held in `x` by the last evaluation) out of the colliders and continue from
-        // there with its own energy and gradient.
-        if contact.pass.active() {
-            coupled_contact(model, symbolic, factor, x, contact);
-            if !contact.pass.constraints.is_empty() {
-                for (t, &node) in lb.x.iter_mut().zip(&model.solve_order) {
-                    *t = x[node as usize] - scratch.origin;
-                }
-                f = evaluate(model, inv_ht2, &lb.x, x, scratch);
-                gather_gradient(model, &scratch.rhs, &mut lb.g, mask);
-            }
+        // Contact: new forces from the accepted iterate (held in `x` by the last evaluation).
+        if active {
+            let mut solve = std::mem::take(&mut scratch.solve);
+            contact_iteration_lanes(model, symbolic, factor, x, scratch, &mut solve, contact);
+            scratch.solve = solve;
+            gather_gradient(model, &contact.pass.node_force, &mut lb.r);
         }
     }
     scratch.lbfgs = lb;

@@ -2,7 +2,7 @@
 //!
 //! A [`Cloth`](crate::Cloth) holds only its state (positions, velocities and their history, pin
 //! targets, which nodes touch a body). The prediction, right-hand sides, projections, L-BFGS
-//! vectors, contact buffers, the cached columns of the contact solve and the copy of the positions
+//! vectors, contact buffers and forces, and the copy of the positions
 //! kept for rolling back a fault live in a [`Workspace`], which any number of cloths stepped one
 //! after another share, in the manner of faer's preallocated scratch. Its buffers only grow: once
 //! it has served the largest cloth it will see, stepping allocates nothing. Buffers that only some
@@ -19,7 +19,7 @@ use glam::DVec3;
 
 use crate::collision::ContactPass;
 use crate::model::ClothModel;
-use crate::solver::{ContactSolve, HeldFactor, Scratch};
+use crate::solver::Scratch;
 
 /// Scratch memory for [`Cloth::step_in`](crate::Cloth::step_in); see the module docs.
 #[derive(Debug, Default)]
@@ -33,9 +33,6 @@ pub struct Workspace {
     /// appears.
     pub(crate) last_good: Vec<DVec3>,
     pub(crate) contact_pass: ContactPass,
-    pub(crate) contact_solve: ContactSolve,
-    /// The factor holding sticking nodes on their bodies, while some are.
-    pub(crate) held_factor: HeldFactor,
 }
 
 impl Workspace {
