@@ -7,6 +7,9 @@
 //!   cape: the cost of the broad phase.
 //! * `collide/cape_2025_nodes/20_capsules_leaning`: the torso leans into the cape, which rests
 //!   on its lower back: broad phase, narrow phase every iteration and the contact solve.
+//! * `collide/cape_2025_nodes/trailing_on_floor`: the ground 0.6 m below the pins and the cape's
+//!   lower third laid out on it (the nodes touching are counted and printed): the contact
+//!   issue's "600 nodes touching a body", to compare with `no_colliders`.
 //!
 //! Run: `cargo bench --bench collide`.
 
@@ -22,9 +25,24 @@ use isocloth::{
 const CELLS: usize = 22;
 
 fn cape() -> Cloth {
+    cape_shaped(|p| Vec3::new(p.x - 0.3, 0.5 + p.y, 0.0))
+}
+
+/// The cape hanging from 1.4 m with its lower third laid out on a floor at 0.8 m (towards +z).
+fn trailing_cape() -> Cloth {
+    cape_shaped(|p| {
+        if p.y >= 0.3 {
+            Vec3::new(p.x - 0.3, 0.5 + p.y, 0.0)
+        } else {
+            Vec3::new(p.x - 0.3, 0.805, 0.3 - p.y)
+        }
+    })
+}
+
+fn cape_shaped(place: impl Fn(Vec3) -> Vec3) -> Cloth {
     let base = BaseMesh::rectangle(0.6, 0.9, CELLS, CELLS)
         .expect("valid rectangle")
-        .map_positions(|p| Vec3::new(p.x - 0.3, 0.5 + p.y, 0.0));
+        .map_positions(place);
     let mesh = ClothMesh::new(&base).expect("valid mesh");
     let top: Vec<u32> = (0..=CELLS)
         .map(|i| BaseMesh::grid_index(CELLS, i, CELLS))
@@ -119,6 +137,39 @@ fn bench_collide(c: &mut Criterion) {
             "20_capsules_clear"
         };
         group.bench_function(name, |b| b.iter(|| step(&mut cloth, &mut colliders)));
+    }
+    {
+        let mut cloth = trailing_cape();
+        let mut colliders = ColliderSet::new();
+        colliders
+            .add(
+                ColliderShape::Plane,
+                Pose::new(DVec3::new(0.0, 0.8, 0.0), DQuat::IDENTITY),
+            )
+            .expect("valid collider");
+        for _ in 0..120 {
+            cloth
+                .step_with(1.0 / 60.0, &colliders)
+                .expect("finite step");
+        }
+        let thickness = cloth.contact_settings().thickness;
+        let near = cloth
+            .positions()
+            .iter()
+            .filter(|p| {
+                colliders
+                    .signed_distance(0, **p)
+                    .is_some_and(|d| d < thickness + 1e-3)
+            })
+            .count();
+        eprintln!("trailing on the floor: {near} nodes within 1 mm of its thickness layer");
+        group.bench_function("trailing_on_floor", |b| {
+            b.iter(|| {
+                cloth
+                    .step_with(black_box(1.0 / 60.0), &colliders)
+                    .expect("finite step")
+            })
+        });
     }
     group.finish();
 }

@@ -49,11 +49,13 @@
 //! - `ends_on_body` (not a check): for the scenes meant to end at rest on a body, whether some
 //!   node is still within 1 cm of a body's thickness layer at the end (null for the others). A
 //!   cloth that slid off (as at friction 0) is marked `off` in the table; its `rest_strain` is
-//!   then that of a falling cloth;
+//!   then that of a falling cloth, reported but not checked (the bound is on cloth at rest on a
+//!   body);
 //! - `frames`: frames run (fewer than the scene's length if a step returned an error);
 //! - `pass` and `fails`: whether every check holds, and the names of those that do not.
 //!
-//! Checks: `max_strain` <= 0.10, `mean_strain` <= 0.01, `rest_strain` <= 0.01 (where defined),
+//! Checks: `max_strain` <= 0.10, `mean_strain` <= 0.01, `rest_strain` <= 0.01 (where defined
+//! and the cloth ends on the body),
 //! `penetration` <= 1 mm, `tunnelled` == 0, `non_finite` false, `recoveries` == 0; c at
 //! friction 0.8: `creep` < 1 cm; c at friction 0: `slid_off`; f at console:
 //! `console_max_strain` (max strain <= 0.02). A step that returns an error stops its cell and
@@ -715,7 +717,9 @@ fn run_cell(scene: &Scene, preset: &BudgetPreset) -> Result<Cell, Box<dyn Error>
         },
         Check {
             name: "rest_strain",
-            ok: rec.rest_strain.is_none_or(|s| s <= 0.01),
+            // The bound is on cloth at rest on a body: a cloth that slid off is falling,
+            // and its strain is held by the max and mean checks instead.
+            ok: out.ends_on_body == Some(false) || rec.rest_strain.is_none_or(|s| s <= 0.01),
             detail: format!(
                 "rest strain {:.4} > 0.01",
                 rec.rest_strain.unwrap_or(f64::NAN)
