@@ -766,7 +766,12 @@ impl Cloth {
 
     /// Quality and energy measures of the current state (allocates; not for the frame loop).
     pub fn measures(&self) -> Measures {
-        measure(&self.model, &self.state, self.settings.gravity)
+        measure(
+            &self.model,
+            &self.state.positions,
+            &self.state.velocities,
+            self.settings.gravity,
+        )
     }
 
     /// Largest static force residual over free nodes, `|grad E(x) - M g|` in newtons, ignoring

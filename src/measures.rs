@@ -3,7 +3,6 @@
 use glam::DVec3;
 use serde::{Deserialize, Serialize};
 
-use crate::cloth::ClothState;
 use crate::mesh::StrainEdge;
 use crate::model::ClothModel;
 
@@ -46,9 +45,15 @@ fn edge_strain(e: &StrainEdge, x: &[DVec3]) -> f64 {
     (len / e.rest_length - 1.0).abs()
 }
 
-/// Measures `state` of a cloth made from `model` under `gravity`.
-pub(crate) fn measure(model: &ClothModel, state: &ClothState, gravity: DVec3) -> Measures {
-    let x = &state.positions;
+/// Measures a cloth made from `model` at `positions` and `velocities` (node order) under
+/// `gravity`.
+pub(crate) fn measure(
+    model: &ClothModel,
+    positions: &[DVec3],
+    velocities: &[DVec3],
+    gravity: DVec3,
+) -> Measures {
+    let x = positions;
     let mesh = &model.mesh;
     let (mut max_strain, mut sum_strain) = (0.0f64, 0.0);
     for e in mesh.strain_edges() {
@@ -74,8 +79,7 @@ pub(crate) fn measure(model: &ClothModel, state: &ClothState, gravity: DVec3) ->
         mean_strain: sum_strain / mesh.strain_edges().len() as f64,
         isometry_residual,
         conformity_residual: conformity / mesh.mean_render_edge_length(),
-        kinetic_energy: state
-            .velocities
+        kinetic_energy: velocities
             .iter()
             .zip(m)
             .map(|(v, &mi)| 0.5 * mi * v.length_squared())
