@@ -26,49 +26,45 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! ## Modules
-//! Each module is one stage, named for what it does: [`mesh`] (base mesh, subdivision),
-//! [`energy`] (constraint terms and their local projections), `factor` (the sparse Cholesky, the
-//! only place faer is used), [`model`] (the prepared, shareable form), `solver` (the local-global
-//! iterations), [`integrator`] (BDF2 and backward Euler), [`cloth`] (state and stepping),
-//! [`measures`] (strain, isometry, conformity, energy), [`aero`] (wind, drag, lift,
-//! damping), [`worker`] (stepping on a worker thread, the only place crossbeam is used),
-//! [`collision`] (kinematic capsules,
-//! spheres and planes; the only place parry3d is used), [`attachment`] (pins driven by bones,
-//! skinning, teleports, inertia scaling), [`equilibrium`] (static
-//! equilibrium by Newton's method: pre-settling and converged references), [`obj`] (OBJ import:
-//! n-gons triangulated in their plane, seam vertices merged), [`load`] (settings files with
-//! errors at the line).
+//! ## Stages
+//! The source is in one folder per stage; every module is also re-exported at the crate root
+//! (`isocloth::energy`, `isocloth::collision`, ...), so paths do not depend on the layout.
+//!
+//! | folder | stage | modules |
+//! |---|---|---|
+//! | `mesh/` | the artist's mesh and its 4:1 red/black subdivision | [`mesh`], [`obj`] (OBJ import: n-gons triangulated in their plane, seam vertices merged) |
+//! | `dynamics/` | energy, the prefactored matrix, the iterations | [`energy`] (constraint terms and their local projections), [`aero`] (wind, drag, lift, damping), `factor` (the sparse Cholesky, the only place faer is used), [`model`] (the prepared, shareable form), `solver` (local-global, L-BFGS, projected Newton), [`integrator`] (BDF2, backward Euler), [`equilibrium`] (static equilibrium: pre-settling, converged references), [`measures`] (strain, isometry, conformity, energy), [`workspace`] (preallocated memory) |
+//! | `contact/` | the character's bodies and contact | [`collision`] (kinematic capsules, spheres, planes; per-node frictional contact; the only place parry3d is used) |
+//! | `character/` | what drives the cloth from a skeleton | [`attachment`] (pins on bones, skinning, teleports, inertia scaling), [`rig`] (the procedural test character) |
+//! | `engine/` | integration into a game | `ecs` (the bevy_ecs adapter), `scenario` (the scenario runner), [`worker`] (stepping on a worker thread, the only place crossbeam is used) |
+//! | (root) | the façade and shared pieces | [`cloth`] (a cloth's state and its `step`), [`error`], [`load`] (settings files with errors at the line) |
+//!
+//! Dependencies run one way: `mesh` <- `dynamics` and `contact` <- `cloth` <- `character` <-
+//! `engine` (the solver reads the contact forces; contact knows nothing of the solver).
 
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
 
-pub mod aero;
-pub mod attachment;
+mod character;
 pub mod cloth;
-pub mod collision;
-#[cfg(feature = "ecs")]
-pub mod ecs;
-pub mod energy;
-pub mod equilibrium;
+mod contact;
+mod dynamics;
+mod engine;
 pub mod error;
-mod factor;
 mod flags;
-pub mod integrator;
 pub mod load;
-pub mod measures;
 pub mod mesh;
-pub mod model;
-pub mod obj;
-pub mod rig;
-#[cfg(feature = "ecs")]
-pub mod scenario;
-mod solver;
-mod sparse;
+
+pub use character::{attachment, rig};
+pub use contact::collision;
 #[doc(hidden)]
-pub mod stages;
-pub mod worker;
-pub mod workspace;
+pub use dynamics::stages;
+pub use dynamics::{aero, energy, equilibrium, integrator, measures, model, workspace};
+pub(crate) use dynamics::{factor, solver, sparse};
+pub use engine::worker;
+#[cfg(feature = "ecs")]
+pub use engine::{ecs, scenario};
+pub use mesh::obj;
 
 pub use aero::Aerodynamics;
 pub use attachment::{AttachError, AttachmentSettings, Attachments, Influence};

@@ -16,6 +16,8 @@
 //! [`ClothMesh::plain`] builds the *un*-subdivided mesh with every base triangle held rigid. It exists
 //! to show locking next to the red/black mesh (tests, docs); it is not meant for production cloth.
 
+pub mod obj;
+
 use std::collections::HashMap;
 
 use glam::{DVec3, Vec2, Vec3};

@@ -8,7 +8,7 @@
 //! Contact (DESIGN.md section 5) is a force per touching node inside the solver's loop, the
 //! prefactored matrix untouched. Each (node, body) candidate carries a force that the global
 //! solve adds to the node's right-hand side (local-global) or subtracts from the gradient
-//! (L-BFGS). After every solve ([`ContactPass::measure`], [`ContactPass::update`]) each
+//! (L-BFGS). After every solve (`ContactPass::measure`, `ContactPass::update`) each
 //! candidate's gap is measured **in the collider's moving frame**: the node's path from its
 //! position at the start of the substep (seen in the collider's start pose) to its current
 //! iterate (seen in the end pose) is a segment in the collider's local frame, and a node whose

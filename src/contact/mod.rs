@@ -1,0 +1,5 @@
+//! Contact: the character's bodies (kinematic capsules, spheres and planes, posed by the game
+//! every frame), the broad phase, and the per-node frictional contact forces the solver's
+//! iterations correct (`collision`; the only place parry3d is used).
+
+pub mod collision;

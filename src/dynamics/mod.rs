@@ -1,0 +1,20 @@
+//! Dynamics: the energy of the red/black mesh, its prefactored matrix, and the iterations that
+//! step it. The terms and their local projections (`energy`, air forces in `aero`) are assembled
+//! into the constant matrix and factored once (`sparse`, `factor`, held by a shareable `model`);
+//! each substep predicts with the integrator (`integrator`: BDF2, backward Euler) and runs the
+//! budgeted iterations (`solver`: local-global, L-BFGS, and the projected Newton reference that
+//! `equilibrium` also drapes with) in preallocated memory (`workspace`); `measures` reads strain,
+//! isometry, conformity and energy off the result.
+
+pub mod aero;
+pub mod energy;
+pub mod equilibrium;
+pub(crate) mod factor;
+pub mod integrator;
+pub mod measures;
+pub mod model;
+pub(crate) mod solver;
+pub(crate) mod sparse;
+#[doc(hidden)]
+pub mod stages;
+pub mod workspace;
