@@ -19,11 +19,11 @@ use crate::collision::{ColliderSet, ContactSettings, Pose};
 use crate::equilibrium::{RelaxReport, relax};
 use crate::error::ClothError;
 use crate::flags::NodeFlags;
-use crate::integrator::{History, Scheme, predict, velocity};
 use crate::measures::{Measures, measure};
 use crate::mesh::ClothMesh;
 use crate::model::{ClothModel, SolverSettings, precision_for};
-use crate::solver::{Contact, solve_substep};
+pub use crate::pipeline::ClothState;
+use crate::pipeline::{SubstepInputs, substep};
 use crate::workspace::{Workspace, with_thread_workspace};
 
 /// What one call to [`Cloth::step`] did.
@@ -40,22 +40,6 @@ pub struct StepReport {
     pub dropped_substeps: u32,
     /// Nodes in contact with a collider after the last substep.
     pub contacts: u32,
-}
-
-/// Positions and velocities of a cloth, now and one substep back (what BDF2 needs).
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ClothState {
-    /// Node positions in metres.
-    pub positions: Vec<DVec3>,
-    /// Node positions one substep back.
-    pub prev_positions: Vec<DVec3>,
-    /// Node velocities in m/s.
-    pub velocities: Vec<DVec3>,
-    /// Node velocities one substep back.
-    pub prev_velocities: Vec<DVec3>,
-    /// Whether a previous substep exists (else the next substep is backward Euler).
-    pub has_history: bool,
 }
 
 /// Everything a cloth needs to continue bit-identically: its state, pin interpolation, the
@@ -521,120 +505,17 @@ impl Cloth {
         s0: f64,
         s1: f64,
     ) {
-        let model = &*self.model;
-        let h = model.settings.substep();
-        let st = &mut self.state;
-        let scheme = model.scheme();
-        if scheme == Scheme::Bdf2 && !st.has_history {
-            // No history yet (a new cloth, a reset, a recovery): BDF2 from the past of a free
-            // fall, x_{n-1} = x_n - h v_n + h^2 g / 2 and v_{n-1} = v_n - h g, which makes the
-            // first step exact for a released or thrown cloth (a constant-velocity past would
-            // give it only 2/3 of gravity's impulse, a lag that never closes). A backward-Euler
-            // first step would need a second factor (another h~): 824 KiB and 1.5 ms of build on
-            // the 2,025-node sheet.
-            let g = self.settings.gravity;
-            for i in 0..st.positions.len() {
-                let v = st.velocities[i];
-                st.prev_velocities[i] = v - h * g;
-                st.prev_positions[i] = st.positions[i] - h * v + 0.5 * h * h * g;
-            }
-        }
-        // Air: per-node accelerations from this substep's start state.
-        let air = self.aero.active();
-        if air {
-            ws.accel.clear();
-            ws.accel.resize(st.positions.len(), DVec3::ZERO);
-            self.aero.accumulate(
-                model.mesh.render_triangles(),
-                &st.positions,
-                &st.velocities,
-                &mut ws.accel,
-            );
-            for (a, &m) in ws.accel.iter_mut().zip(&model.masses) {
-                *a /= m;
-            }
-        }
-        predict(
-            scheme,
-            h,
-            &History {
-                x: &st.positions,
-                x_prev: &st.prev_positions,
-                v: &st.velocities,
-                v_prev: &st.prev_velocities,
-            },
-            self.settings.gravity,
-            air.then_some(&ws.accel[..]),
-            (-self.aero.damping * h).exp(),
-            &mut ws.scratch.x_tilde,
-        );
-        if !ws.scratch.x_tilde.iter().all(|p| p.is_finite()) {
+        let inputs = SubstepInputs {
+            model: &self.model,
+            settings: &self.settings,
+            aero: &self.aero,
+            contact: &self.contact,
+            colliders,
+            span: (s0, s1),
+        };
+        if !substep(&inputs, &mut self.state, ws) {
             self.fault = true;
         }
-        limit_prediction_strain(model, &st.positions, &mut ws.scratch.x_tilde);
-        // Initial guess: the prediction for free nodes.
-        for &node in &model.free_nodes {
-            ws.x_new[node as usize] = ws.scratch.x_tilde[node as usize];
-        }
-        ws.contact_pass.prepare(
-            colliders,
-            &self.contact,
-            h,
-            s0,
-            s1,
-            &model.free_nodes,
-            &st.positions,
-            &ws.scratch.x_tilde,
-        );
-        solve_substep(
-            model,
-            self.settings.iterations,
-            &mut ws.x_new,
-            &mut ws.scratch,
-            &mut Contact {
-                pass: &mut ws.contact_pass,
-                x_start: &st.positions,
-            },
-        );
-        // Velocities and history shift. A substep in which a body stopped part of the cloth
-        // ends with backward-Euler velocities: BDF2 differentiates a quadratic through the last
-        // three positions, and after a sudden stop that quadratic rebounds (velocity -v/2),
-        // which would make every impact bounce. BDF2 resumes once contact is steady.
-        let impact = ws.contact_pass.impacts > 0;
-        let vscheme = if impact {
-            Scheme::BackwardEuler
-        } else {
-            scheme
-        };
-        for i in 0..st.positions.len() {
-            let v = velocity(
-                vscheme,
-                h,
-                ws.x_new[i],
-                st.positions[i],
-                st.prev_positions[i],
-            );
-            st.prev_velocities[i] = st.velocities[i];
-            st.velocities[i] = v;
-            st.prev_positions[i] = st.positions[i];
-            st.positions[i] = ws.x_new[i];
-        }
-        // Contact is inelastic: a node on a body leaves the substep with the body's normal
-        // velocity, neither approaching it nor thrown off by the push that resolved it.
-        for &(i, n, body_move) in &ws.contact_pass.touched {
-            let i = i as usize;
-            let v = st.velocities[i];
-            let body_v = body_move / h;
-            st.velocities[i] = v - (v - body_v).dot(n) * n;
-        }
-        if impact {
-            // Restart the history from this substep: a constant-velocity past.
-            for i in 0..st.positions.len() {
-                st.prev_velocities[i] = st.velocities[i];
-                st.prev_positions[i] = st.positions[i] - h * st.velocities[i];
-            }
-        }
-        st.has_history = true;
     }
 
     /// Fault injection for tests of the recovery path: makes `node`'s velocity NaN, as a solver
@@ -873,59 +754,5 @@ impl Cloth {
             .flatten()
             .copied()
             .collect()
-    }
-}
-
-/// Strain the inertial prediction may add to a red triangle edge beyond what it already has.
-const PREDICTION_STRAIN_TOLERANCE: f64 = 1e-3;
-
-/// Keeps the inertial prediction `x_tilde` from stretching (or compressing) any red triangle
-/// edge further than the current positions `x` already do, beyond 0.1 %: one Gauss-Seidel sweep
-/// that moves the two ends of an offending edge along it, weighted by inverse mass (pinned
-/// nodes stay), so momentum is unchanged.
-///
-/// The prediction extrapolates the last substeps' motion, including the rate at which an
-/// unconverged solve left the triangles deforming. A budgeted solve removes only part of that
-/// each substep, and the extrapolation adds it back doubled: measured on the soak test, a local
-/// distortion from one contact grew from 0.6 % to 43 % isometry residual in five substeps
-/// (prediction 6 %, 24 %, 42 %, 60 %). Inextensible cloth has no stretching velocity, so this
-/// takes none of the physical motion; it also removes the stretch that extrapolating a fast
-/// rotation along straight lines would add.
-///
-/// One sweep, not more: where pins stop abruptly (the soak's character halting from 4 m/s in
-/// one frame) the prediction next to them is distorted by up to 170 % and one sweep leaves
-/// much of it, but ten sweeps did not make the soak measurably better: fewer frames over 10 %
-/// strain, a higher 99th percentile, over nine seeds (`docs/fidelity.md` section 5.1).
-fn limit_prediction_strain(model: &ClothModel, x: &[DVec3], x_tilde: &mut [DVec3]) {
-    let rigid = &model.terms.rigid;
-    let pinned = &model.pinned_mask;
-    let inv_mass = |n: usize| {
-        if pinned[n] {
-            0.0
-        } else {
-            1.0 / model.masses[n]
-        }
-    };
-    for (nodes, rest) in rigid.nodes.iter().zip(&rigid.rest_lengths) {
-        for k in 0..3 {
-            let (i, j) = (nodes[k] as usize, nodes[(k + 1) % 3] as usize);
-            let rest = rest[k];
-            let now = x[j].distance(x[i]) / rest - 1.0;
-            let d = x_tilde[j] - x_tilde[i];
-            let len = d.length();
-            let predicted = len / rest - 1.0;
-            let limit = now.abs().max(PREDICTION_STRAIN_TOLERANCE);
-            if predicted.abs() <= limit || len == 0.0 {
-                continue;
-            }
-            let (wi, wj) = (inv_mass(i), inv_mass(j));
-            if wi + wj == 0.0 {
-                continue;
-            }
-            let target = rest * (1.0 + limit.copysign(predicted));
-            let correction = (len - target) / (wi + wj) * (d / len);
-            x_tilde[i] += wi * correction;
-            x_tilde[j] -= wj * correction;
-        }
     }
 }

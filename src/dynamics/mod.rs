@@ -3,7 +3,8 @@
 //! into the constant matrix and factored once (`sparse`, `factor`, held by a shareable `model`);
 //! each substep predicts with the integrator (`integrator`: BDF2, backward Euler) and runs the
 //! budgeted iterations (`solver`: local-global, L-BFGS, and the projected Newton reference that
-//! `equilibrium` also drapes with) in preallocated memory (`workspace`); `measures` reads strain,
+//! `equilibrium` also drapes with) in preallocated memory (`workspace`); `pipeline` is one
+//! substep as a function of plain data, which [`crate::Cloth`] drives; `measures` reads strain,
 //! isometry, conformity and energy off the result.
 
 pub mod aero;
@@ -13,6 +14,7 @@ pub(crate) mod factor;
 pub mod integrator;
 pub mod measures;
 pub mod model;
+pub(crate) mod pipeline;
 pub(crate) mod solver;
 pub(crate) mod sparse;
 #[doc(hidden)]
