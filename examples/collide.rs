@@ -124,7 +124,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!();
     println!(
         "Known limit: draping over a body at this budget strains the render mesh while it wraps\n\
-         (max strain above); see the README's known limits and docs/fidelity.md."
+         (max strain above); see the README's known limits and docs/lab/fidelity.md."
     );
     let all: Vec<f64> = drop
         .times_ms

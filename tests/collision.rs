@@ -153,7 +153,7 @@ fn sheet_dropped_on_a_capsule_at_a_high_budget_comes_to_rest_on_it() {
 /// Frictionless, a sheet dropped centred on a capsule (radius 0.1 m) cannot stay: it wraps,
 /// slides off one side and falls. It must do so without tearing: max strain under 10 % at
 /// every frame at every preset (measured 0.8-4.5 %; 600-870 % before per-node contact forces,
-/// `docs/fidelity.md` section 5.7), no node deeper than 0.1 mm inside the thickness layer at
+/// `docs/lab/fidelity.md` section 5.7), no node deeper than 0.1 mm inside the thickness layer at
 /// any frame's end, and the sheet ends below the capsule (more than 1 m down after 4 s).
 #[test]
 fn frictionless_drop_slides_off_the_capsule_without_tearing() {
@@ -195,7 +195,7 @@ fn drop_on_bar(settings: SolverSettings, radius: f64, friction: f64) -> (f64, f6
 /// presets, it neither tears nor explodes: max strain under 10 % and mean under 1 % over 4 s
 /// (measured: console 2.7 % / 0.33 % frictionless, 8.7 % / 0.90 % at 0.3; desktop 1.1 % /
 /// 0.09 % and 0.64 % / 0.06 %; before per-node contact forces, frictionless: 280-390 %). The mobile preset (1 x 5) is not yet held to it
-/// on bars this thin (13-180 %, `docs/fidelity.md` section 5.13).
+/// on bars this thin (13-180 %, `docs/lab/fidelity.md` section 5.13).
 #[test]
 fn no_explosion_on_a_thin_capsule() {
     for (name, settings) in presets().into_iter().skip(1) {

@@ -232,7 +232,7 @@ fn path_distance(a: &[glam::DVec3], b: &[glam::DVec3]) -> f64 {
 /// under 1 % of the cloth's size (measured 0.13 %), and L-BFGS iterated far past any budget
 /// (8 substeps x 100 iterations) lands within 1 % of it too (measured 0.17 %). At the default
 /// budget the same scene is far off (measured 71 % of the size by 0.5 s: the slow motion of
-/// docs/fidelity.md section 3, worse on this 0.5 m square than on the 1 m one). That figure is
+/// docs/lab/fidelity.md section 3, worse on this 0.5 m square than on the 1 m one). That figure is
 /// asserted only to be above 5 %, to show the reference sees the gap, not to pin it.
 #[test]
 fn newton_reference_is_converged_in_time_and_matches_heavily_iterated_lbfgs() {

@@ -1,7 +1,7 @@
 //! Fidelity at the default budget (2 substeps x 5 L-BFGS iterations per 1/60 s frame): the
 //! parts of the fidelity issue's targets that are met, pinned so that they do not regress.
 //! The same scenes, and the targets not met yet (trajectory error, the clamped strip's strain),
-//! are measured by `cargo run --release --example budget_sweep` (docs/fidelity.md section 6).
+//! are measured by `cargo run --release --example budget_sweep` (docs/lab/fidelity.md section 6).
 
 mod common;
 

@@ -191,7 +191,7 @@ const PREDICTION_STRAIN_TOLERANCE: f64 = 1e-3;
 /// One sweep, not more: where pins stop abruptly (the soak's character halting from 4 m/s in
 /// one frame) the prediction next to them is distorted by up to 170 % and one sweep leaves
 /// much of it, but ten sweeps did not make the soak measurably better: fewer frames over 10 %
-/// strain, a higher 99th percentile, over nine seeds (`docs/fidelity.md` section 5.1).
+/// strain, a higher 99th percentile, over nine seeds (`docs/lab/fidelity.md` section 5.1).
 fn limit_prediction_strain(model: &ClothModel, x: &[DVec3], x_tilde: &mut [DVec3]) {
     let rigid = &model.terms.rigid;
     let pinned = &model.pinned_mask;
