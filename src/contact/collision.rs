@@ -517,6 +517,17 @@ impl Body {
         Some((toi, normal))
     }
 
+    /// The signed depth of a node that started the substep inside the body (see
+    /// [`Body::started_inside`]) at local `p0`, or `None`: what [`Body::gap_from`] needs of the
+    /// substep's start, kept per candidate so that the iterations do not query it again.
+    fn start_depth(&self, p0: DVec3) -> Option<f64> {
+        if let Inflated::Plane(..) = self.shape {
+            return None; // the plane's gap reads the start's height directly
+        }
+        self.started_inside(p0)
+            .then(|| -self.project(p0).0.distance(p0))
+    }
+
     /// The gap of a node that moved from local `p0` (seen in the body's pose at the start of
     /// the substep) to local `p1` (in its pose at the end). On its own side of the body, the
     /// signed distance from the nearest point of the inflated surface, along the normal there.
@@ -524,19 +535,7 @@ impl Body {
     /// limb swept past it within the substep) must go back out the way it came in: its gap is
     /// measured from the tangent plane where it entered. A node that started the substep
     /// inside (spawned or teleported there) may come out by at most `max_push` a substep.
-    fn gap(&self, p0: DVec3, p1: DVec3, max_push: f64) -> Gap {
-        self.gap_from(p0, self.start_depth(p0), p1, max_push)
-    }
-
-    /// The signed depth of a node that started the substep inside the body (see
-    /// [`Body::started_inside`]) at local `p0`, or `None`: what [`Body::gap`] needs of the
-    /// substep's start, kept per candidate so that the iterations do not query it again.
-    fn start_depth(&self, p0: DVec3) -> Option<f64> {
-        self.started_inside(p0)
-            .then(|| -self.project(p0).0.distance(p0))
-    }
-
-    /// [`Body::gap`] with the start's depth already known ([`Body::start_depth`]).
+    /// `start` is [`Body::start_depth`] of `p0`, kept per candidate.
     fn gap_from(&self, p0: DVec3, start: Option<f64>, p1: DVec3, max_push: f64) -> Gap {
         if let Inflated::Plane(_, t) = self.shape {
             let s1 = p1.y - t as f64;
@@ -1073,17 +1072,13 @@ impl ContactPass {
     /// Puts every candidate node still inside its body on the surface: nodes on their own side
     /// go to the nearest surface point, nodes whose path crossed the body's middle go back to
     /// where they entered it (`Body::resolve`). Writes into `moved` which candidates moved.
-    fn push_out_all(&self, x_start: &[DVec3], x: &mut [DVec3], moved: &mut [bool]) {
+    fn push_out_all(&self, x: &mut [DVec3], moved: &mut [bool]) {
         for (k, c) in self.candidates.iter().enumerate() {
             let i = c.node as usize;
-            let (b0, b1) = (
-                &self.bodies0[c.body as usize],
-                &self.bodies1[c.body as usize],
-            );
-            let p0 = b0.pose.inverse_transform_point(x_start[i]);
+            let b1 = &self.bodies1[c.body as usize];
+            let p0 = c.p0;
             let p1 = b1.pose.inverse_transform_point(x[i]);
-            let g = b1.gap(p0, p1, self.max_push);
-            // Complementarity: a node the body still pushes lies on its surface.
+            let g = b1.gap_from(p0, c.start, p1, self.max_push);
             if g.gap >= 0.0 {
                 continue;
             }
@@ -1117,10 +1112,10 @@ impl ContactPass {
     ) {
         scratch_moved.clear();
         scratch_moved.resize(self.candidates.len(), false);
-        self.push_out_all(x_start, x, scratch_moved);
+        self.push_out_all(x, scratch_moved);
         self.mark_held(scratch_moved);
         restore(x, &self.held);
-        self.push_out_all(x_start, x, scratch_moved);
+        self.push_out_all(x, scratch_moved);
         self.touched.clear();
         self.impacts = 0;
         for (k, c) in self.candidates.iter().enumerate() {
