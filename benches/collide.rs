@@ -87,6 +87,20 @@ fn character(sway: f64, leaning: bool) -> Vec<(ColliderShape, Pose)> {
     out
 }
 
+/// Nodes within 1 mm of the first collider's thickness layer.
+fn touching(cloth: &Cloth, colliders: &ColliderSet) -> usize {
+    let thickness = cloth.contact_settings().thickness;
+    cloth
+        .positions()
+        .iter()
+        .filter(|p| {
+            colliders
+                .signed_distance(0, **p)
+                .is_some_and(|d| d < thickness + 1e-3)
+        })
+        .count()
+}
+
 fn bench_collide(c: &mut Criterion) {
     let mut group = c.benchmark_group("collide/cape_2025_nodes");
     group
@@ -120,16 +134,7 @@ fn bench_collide(c: &mut Criterion) {
         for _ in 0..60 {
             step(&mut cloth, &mut colliders);
         }
-        let thickness = cloth.contact_settings().thickness;
-        let near = cloth
-            .positions()
-            .iter()
-            .filter(|p| {
-                colliders
-                    .signed_distance(0, **p)
-                    .is_some_and(|d| d < thickness + 1e-3)
-            })
-            .count();
+        let near = touching(&cloth, &colliders);
         eprintln!("leaning {leaning}: {near} nodes within 1 mm of the torso's thickness layer");
         let name = if leaning {
             "20_capsules_leaning"
@@ -152,16 +157,7 @@ fn bench_collide(c: &mut Criterion) {
                 .step_with(1.0 / 60.0, &colliders)
                 .expect("finite step");
         }
-        let thickness = cloth.contact_settings().thickness;
-        let near = cloth
-            .positions()
-            .iter()
-            .filter(|p| {
-                colliders
-                    .signed_distance(0, **p)
-                    .is_some_and(|d| d < thickness + 1e-3)
-            })
-            .count();
+        let near = touching(&cloth, &colliders);
         eprintln!("trailing on the floor: {near} nodes within 1 mm of its thickness layer");
         group.bench_function("trailing_on_floor", |b| {
             b.iter(|| {

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use glam::{DVec3, Vec3};
 
 use crate::aero::Aerodynamics;
-use crate::collision::{ColliderSet, ContactSettings, Pose};
+use crate::collision::{ColliderSet, ContactForce, ContactSettings, Pose};
 use crate::equilibrium::{RelaxReport, relax};
 use crate::error::ClothError;
 use crate::flags::NodeFlags;
@@ -62,14 +62,10 @@ pub struct ClothSnapshot {
     pub accumulator: f64,
     /// Nodes touching a body after the last substep.
     pub touching: Vec<bool>,
-    /// The contact force on each node after the last substep (N; empty: none), which the next
-    /// substep starts from.
+    /// The contact forces the last step ended with, one per node a body pushed (the next
+    /// step starts from them; empty: none).
     #[serde(default)]
-    pub contact_force: Vec<DVec3>,
-    /// The body each of those forces comes from (`u32::MAX`: none; empty with
-    /// `contact_force`).
-    #[serde(default)]
-    pub contact_body: Vec<u32>,
+    pub contact_forces: Vec<ContactForce>,
 }
 
 /// One simulated cloth. See the module docs.
@@ -86,11 +82,9 @@ pub struct Cloth {
     contact: ContactSettings,
     /// Per node: touching a body at the end of the last substep.
     touching: NodeFlags,
-    /// Per node: the contact force at the end of the last substep (N), the warm start of the
-    /// next; empty while the cloth touches no body (sized by the first step among bodies).
-    contact_force: Vec<DVec3>,
-    /// Per node: the body that force comes from (`u32::MAX`: none).
-    contact_body: Vec<u32>,
+    /// The contact forces the last step ended with, one per node a body pushed: the warm
+    /// start of the next step (only the nodes in contact are kept, not a per-node array).
+    contact_forces: Vec<ContactForce>,
     aero: Aerodynamics,
     /// How many times the cloth went back to its last good state.
     recoveries: u64,
@@ -119,8 +113,7 @@ impl Cloth {
             accumulator: 0.0,
             contact: ContactSettings::default(),
             touching: NodeFlags::new(n),
-            contact_force: Vec::new(),
-            contact_body: Vec::new(),
+            contact_forces: Vec::new(),
             aero: Aerodynamics::default(),
             recoveries: 0,
             fault: false,
@@ -297,6 +290,8 @@ impl Cloth {
         self.state.velocities.fill(DVec3::ZERO);
         self.state.prev_velocities.fill(DVec3::ZERO);
         self.state.has_history = false;
+        // Forces that held the cloth where it was would push it from where it is now.
+        self.contact_forces.clear();
         for (k, &p) in self.model.pins.iter().enumerate() {
             self.pin_start[k] = positions[p as usize];
             self.pin_target[k] = positions[p as usize];
@@ -369,8 +364,8 @@ impl Cloth {
         for p in self.pin_start.iter_mut().chain(self.pin_target.iter_mut()) {
             *p = transform.transform_point(*p);
         }
-        for f in &mut self.contact_force {
-            *f = transform.transform_vector(*f);
+        for f in &mut self.contact_forces {
+            f.force = transform.transform_vector(f.force);
         }
         Ok(())
     }
@@ -426,12 +421,8 @@ impl Cloth {
         }
         ws.ensure(&self.model);
         let bodies = self.contact.enabled && !colliders.is_empty();
-        ws.contact_pass.load(
-            &self.touching,
-            &self.contact_force,
-            &self.contact_body,
-            bodies,
-        );
+        ws.contact_pass
+            .load(&self.touching, &self.contact_forces, bodies);
         // Keep the positions to go back to if a non-finite value appears (reusing the buffer):
         // a recovery restarts the cloth at rest there, so nothing else of the state is needed.
         ws.last_good.clone_from(&self.state.positions);
@@ -444,8 +435,7 @@ impl Cloth {
             self.substep_with_pins_in_x_new(ws, colliders, s0, s);
         }
         self.touching.assign(ws.contact_pass.touching());
-        ws.contact_pass
-            .store(&mut self.contact_force, &mut self.contact_body);
+        ws.contact_pass.store(&mut self.contact_forces);
         report.contacts = ws.contact_pass.last_contacts as u32;
         let st = &self.state;
         let finite = |v: &[DVec3]| v.iter().all(|p| p.is_finite());
@@ -463,6 +453,7 @@ impl Cloth {
                 .prev_positions
                 .copy_from_slice(&self.state.positions);
             self.state.has_history = false;
+            self.contact_forces.clear();
             self.recoveries += 1;
             report.recovered = true;
         }
@@ -479,19 +470,14 @@ impl Cloth {
     pub fn substep(&mut self) {
         with_thread_workspace(|ws| {
             ws.ensure(&self.model);
-            ws.contact_pass.load(
-                &self.touching,
-                &self.contact_force,
-                &self.contact_body,
-                false,
-            );
+            ws.contact_pass
+                .load(&self.touching, &self.contact_forces, false);
             for (i, &p) in self.model.pins.iter().enumerate() {
                 ws.x_new[p as usize] = self.pin_target[i];
             }
             self.substep_with_pins_in_x_new(ws, &ColliderSet::EMPTY, 0.0, 1.0);
             self.touching.assign(ws.contact_pass.touching());
-            ws.contact_pass
-                .store(&mut self.contact_force, &mut self.contact_body);
+            ws.contact_pass.store(&mut self.contact_forces);
         });
         self.pin_start.copy_from_slice(&self.pin_target);
     }
@@ -569,8 +555,7 @@ impl Cloth {
             pin_target: self.pin_target.clone(),
             accumulator: self.accumulator,
             touching: self.touching.to_vec(),
-            contact_force: self.contact_force.clone(),
-            contact_body: self.contact_body.clone(),
+            contact_forces: self.contact_forces.clone(),
         }
     }
 
@@ -592,8 +577,7 @@ impl Cloth {
             snapshot.touching.len(),
         ];
         if sizes.iter().any(|&l| l != n)
-            || !(snapshot.contact_force.is_empty() || snapshot.contact_force.len() == n)
-            || snapshot.contact_body.len() != snapshot.contact_force.len()
+            || snapshot.contact_forces.iter().any(|f| f.node as usize >= n)
             || snapshot.pin_start.len() != self.pin_start.len()
             || snapshot.pin_target.len() != self.pin_target.len()
         {
@@ -607,7 +591,7 @@ impl Cloth {
             .chain(&st.prev_velocities)
             .chain(&snapshot.pin_start)
             .chain(&snapshot.pin_target)
-            .chain(&snapshot.contact_force)
+            .chain(snapshot.contact_forces.iter().map(|f| &f.force))
             .all(|v| v.is_finite());
         if !(finite && snapshot.accumulator.is_finite() && snapshot.accumulator >= 0.0) {
             return mismatch("non-finite values".into());
@@ -640,8 +624,7 @@ impl Cloth {
         self.pin_target.copy_from_slice(&snapshot.pin_target);
         self.accumulator = snapshot.accumulator;
         self.touching.assign(&snapshot.touching);
-        self.contact_force.clone_from(&snapshot.contact_force);
-        self.contact_body.clone_from(&snapshot.contact_body);
+        self.contact_forces.clone_from(&snapshot.contact_forces);
         Ok(())
     }
 

@@ -319,3 +319,27 @@ fn field_prefix(path: &str) -> String {
         format!("{path}: ")
     }
 }
+
+/// `Ok` if the setting `name` is finite and above zero, else a typed error naming it.
+pub(crate) fn positive(name: &'static str, v: f64) -> Result<(), ClothError> {
+    if v.is_finite() && v > 0.0 {
+        Ok(())
+    } else {
+        Err(ClothError::InvalidSetting {
+            name,
+            reason: format!("must be positive and finite, got {v}"),
+        })
+    }
+}
+
+/// `Ok` if the setting `name` is finite and not negative, else a typed error naming it.
+pub(crate) fn non_negative(name: &'static str, v: f64) -> Result<(), ClothError> {
+    if v.is_finite() && v >= 0.0 {
+        Ok(())
+    } else {
+        Err(ClothError::InvalidSetting {
+            name,
+            reason: format!("must be non-negative and finite, got {v}"),
+        })
+    }
+}

@@ -69,7 +69,9 @@ pub use mesh::obj;
 pub use aero::Aerodynamics;
 pub use attachment::{AttachError, AttachmentSettings, Attachments, Influence};
 pub use cloth::{Cloth, ClothSnapshot, ClothState, StepReport};
-pub use collision::{ColliderError, ColliderId, ColliderSet, ColliderShape, ContactSettings, Pose};
+pub use collision::{
+    ColliderError, ColliderId, ColliderSet, ColliderShape, ContactForce, ContactSettings, Pose,
+};
 pub use energy::{BendingRest, Material};
 pub use equilibrium::RelaxReport;
 pub use error::{ClothError, MeshError, ObjError, PolygonError, RonError};

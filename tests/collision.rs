@@ -50,15 +50,24 @@ fn lying_capsule(center: DVec3, half_height: f64, radius: f64, tilt: f64) -> (Co
     )
 }
 
-fn kinetic(cloth: &Cloth) -> f64 {
-    cloth.measures().kinetic_energy
+/// What a drop did over its 4 s.
+struct Drop {
+    /// Worst penetration into the thickness layer at a frame's end (m).
+    penetration: f64,
+    /// Worst max and mean strain over the frames.
+    max_strain: f64,
+    mean_strain: f64,
+    /// Max strain at the end.
+    rest_strain: f64,
+    /// Kinetic energy at the end over the energy the fall released.
+    kinetic: f64,
+    /// Centre-of-mass height at the end (m).
+    height: f64,
 }
 
-/// Drops a 0.6 m sheet (12 x 12 base cells, Coulomb coefficient `friction`) from height `y`
-/// onto a lying capsule of radius 0.1 m for 4 s: (worst penetration into the thickness layer,
-/// worst max strain, max strain at the end, kinetic energy at the end over the energy the fall
-/// released, centre of mass height at the end).
-fn drop_on_capsule(settings: SolverSettings, friction: f64, y: f64) -> (f64, f64, f64, f64, f64) {
+/// Drops a 0.6 m sheet (12 x 12 base cells, Coulomb coefficient `friction`) flat from height
+/// `y` onto a capsule of `radius` lying along X through the origin for 4 s.
+fn drop_on_capsule(settings: SolverSettings, radius: f64, friction: f64, y: f64) -> Drop {
     let mut cloth = sheet_with(0.6, 12, y, &[], false, settings);
     let contact = ContactSettings {
         friction,
@@ -66,26 +75,30 @@ fn drop_on_capsule(settings: SolverSettings, friction: f64, y: f64) -> (f64, f64
     };
     cloth.set_contact_settings(contact).unwrap();
     let mut colliders = ColliderSet::new();
-    let (shape, pose) = lying_capsule(DVec3::ZERO, 0.4, 0.1, 0.0);
+    let (shape, pose) = lying_capsule(DVec3::ZERO, 0.4, radius, 0.0);
     colliders.add(shape, pose).unwrap();
     let thickness = cloth.contact_settings().thickness;
-    let (mut worst_pen, mut worst_strain) = (0.0f64, 0.0f64);
+    let (mut penetration, mut max_strain, mut mean_strain) = (0.0f64, 0.0f64, 0.0f64);
     let e0 = cloth.measures().gravitational_energy;
     for _ in 0..240 {
         cloth.step_with(1.0 / 60.0, &colliders).unwrap();
         colliders.finish_frame();
-        worst_pen = worst_pen.max(colliders.max_penetration(cloth.positions(), thickness));
-        worst_strain = worst_strain.max(cloth.measures().max_strain);
+        penetration = penetration.max(colliders.max_penetration(cloth.positions(), thickness));
+        let m = cloth.measures();
+        max_strain = max_strain.max(m.max_strain);
+        mean_strain = mean_strain.max(m.mean_strain);
     }
-    let released = e0 - cloth.measures().gravitational_energy;
+    let end = cloth.measures();
+    let released = e0 - end.gravitational_energy;
     assert!(released > 0.0);
-    (
-        worst_pen,
-        worst_strain,
-        cloth.measures().max_strain,
-        kinetic(&cloth) / released,
-        cloth.center_of_mass().y,
-    )
+    Drop {
+        penetration,
+        max_strain,
+        mean_strain,
+        rest_strain: end.max_strain,
+        kinetic: end.kinetic_energy / released,
+        height: cloth.center_of_mass().y,
+    }
 }
 
 /// Budgets of the shipped presets: mobile (1 x 5 local-global), console (2 x 5 L-BFGS, the
@@ -120,7 +133,11 @@ fn presets() -> [(&'static str, SolverSettings); 3] {
 fn sheet_dropped_on_a_capsule_does_not_tear_at_any_preset() {
     for (name, settings) in presets() {
         for y in [0.25, 0.3, 0.35] {
-            let (pen, worst, ..) = drop_on_capsule(settings, 0.3, y);
+            let Drop {
+                penetration: pen,
+                max_strain: worst,
+                ..
+            } = drop_on_capsule(settings, 0.1, 0.3, y);
             assert!(pen < 1e-4, "{name} from {y}: penetration {pen}");
             assert!(worst < 0.1, "{name} from {y}: strain {worst}");
         }
@@ -141,7 +158,14 @@ fn sheet_dropped_on_a_capsule_at_a_high_budget_comes_to_rest_on_it() {
         ..Default::default()
     };
     for y in [0.31, 0.35] {
-        let (pen, worst, rest, kinetic, height) = drop_on_capsule(settings, 0.3, y);
+        let Drop {
+            penetration: pen,
+            max_strain: worst,
+            rest_strain: rest,
+            kinetic,
+            height,
+            ..
+        } = drop_on_capsule(settings, 0.1, 0.3, y);
         assert!(pen < 1e-4, "from {y}: penetration {pen}");
         assert!(worst < 0.01, "from {y}: strain {worst}");
         assert!(rest < 1e-3, "from {y}: strain at rest {rest}");
@@ -159,7 +183,12 @@ fn sheet_dropped_on_a_capsule_at_a_high_budget_comes_to_rest_on_it() {
 fn frictionless_drop_slides_off_the_capsule_without_tearing() {
     for (name, settings) in presets() {
         for y in [0.25, 0.31, 0.35] {
-            let (pen, worst, _, _, height) = drop_on_capsule(settings, 0.0, y);
+            let Drop {
+                penetration: pen,
+                max_strain: worst,
+                height,
+                ..
+            } = drop_on_capsule(settings, 0.1, 0.0, y);
             assert!(pen < 1e-4, "{name} from {y}: penetration {pen} m");
             assert!(worst < 0.1, "{name} from {y}: strain {worst}");
             assert!(height < -1.0, "{name} from {y}: still at {height} m");
@@ -167,40 +196,22 @@ fn frictionless_drop_slides_off_the_capsule_without_tearing() {
     }
 }
 
-/// Drops a 0.6 m sheet (12 x 12 base cells) flat from 0.2 m above a lying capsule of `radius`
-/// (friction `friction`) for 4 s: the worst max and mean strain over all frames.
-fn drop_on_bar(settings: SolverSettings, radius: f64, friction: f64) -> (f64, f64) {
-    let mut cloth = sheet_with(0.6, 12, radius + 0.2, &[], false, settings);
-    cloth
-        .set_contact_settings(ContactSettings {
-            friction,
-            ..Default::default()
-        })
-        .unwrap();
-    let mut colliders = ColliderSet::new();
-    let (shape, pose) = lying_capsule(DVec3::ZERO, 0.4, radius, 0.0);
-    colliders.add(shape, pose).unwrap();
-    let (mut max, mut mean) = (0.0f64, 0.0f64);
-    for _ in 0..240 {
-        cloth.step_with(1.0 / 60.0, &colliders).unwrap();
-        let m = cloth.measures();
-        max = max.max(m.max_strain);
-        mean = mean.max(m.mean_strain);
-    }
-    (max, mean)
-}
-
 /// The first scene: a 0.6 m sheet dropped flat onto a lying capsule of radius 3.5 cm,
 /// thinner than a forearm. Frictionless and at friction 0.3, at the console and desktop
 /// presets, it neither tears nor explodes: max strain under 10 % and mean under 1 % over 4 s
 /// (measured: console 2.7 % / 0.33 % frictionless, 8.7 % / 0.90 % at 0.3; desktop 1.1 % /
-/// 0.09 % and 0.64 % / 0.06 %; before per-node contact forces, frictionless: 280-390 %). The mobile preset (1 x 5) is not yet held to it
-/// on bars this thin (13-180 %, `docs/lab/fidelity.md` section 5.13).
+/// 0.09 % and 0.64 % / 0.06 %; before per-node contact forces, frictionless: 280-390 %). The
+/// mobile preset (1 x 5) is not yet held to it on bars this thin (13-180 %,
+/// `docs/lab/fidelity.md` section 5.13).
 #[test]
 fn no_explosion_on_a_thin_capsule() {
     for (name, settings) in presets().into_iter().skip(1) {
         for friction in [0.0, 0.3] {
-            let (max, mean) = drop_on_bar(settings, 0.035, friction);
+            let Drop {
+                max_strain: max,
+                mean_strain: mean,
+                ..
+            } = drop_on_capsule(settings, 0.035, friction, 0.035 + 0.2);
             assert!(max < 0.1, "{name}, friction {friction}: max strain {max}");
             assert!(
                 mean < 0.01,
@@ -338,4 +349,39 @@ fn a_spinning_body_drags_a_pinned_sheet_without_stretching_it() {
         assert!(worst_strain < 0.1, "spin {spin}: strain {worst_strain}");
         assert!(worst_pen < 1e-4, "spin {spin}: penetration {worst_pen}");
     }
+}
+
+/// A sheet resting on the ground keeps one contact force per pushed node between steps (its
+/// snapshot lists them, each with a node inside the cloth and a finite force); a reset drops
+/// them, since they held the cloth where it was; and a snapshot naming a node beyond the cloth
+/// is refused with a typed error.
+#[test]
+fn contact_forces_carry_over_and_a_reset_drops_them() {
+    let mut cloth = sheet(0.5, 10, 0.01, &[], false);
+    let mut colliders = ColliderSet::new();
+    colliders
+        .add(
+            ColliderShape::Plane,
+            Pose::new(DVec3::ZERO, DQuat::IDENTITY),
+        )
+        .unwrap();
+    for _ in 0..30 {
+        cloth.step_with(1.0 / 60.0, &colliders).unwrap();
+    }
+    let snapshot = cloth.snapshot();
+    let n = cloth.positions().len() as u32;
+    assert!(!snapshot.contact_forces.is_empty());
+    assert!(
+        snapshot
+            .contact_forces
+            .iter()
+            .all(|f| f.node < n && f.force.is_finite())
+    );
+    cloth.reset();
+    assert!(cloth.snapshot().contact_forces.is_empty());
+    let mut bad = snapshot.clone();
+    bad.contact_forces[0].node = n;
+    assert!(cloth.restore(&bad).is_err());
+    cloth.restore(&snapshot).unwrap();
+    assert_eq!(cloth.snapshot().contact_forces, snapshot.contact_forces);
 }

@@ -397,17 +397,21 @@ impl ContactSettings {
                 reason: format!("must be in [0, 10], got {}", self.friction),
             });
         }
-        if !(self.max_depenetration_speed.is_finite() && self.max_depenetration_speed > 0.0) {
-            return Err(crate::ClothError::InvalidSetting {
-                name: "max_depenetration_speed",
-                reason: format!(
-                    "must be finite and positive, got {}",
-                    self.max_depenetration_speed
-                ),
-            });
-        }
-        Ok(())
+        crate::error::positive("max_depenetration_speed", self.max_depenetration_speed)
     }
+}
+
+/// The force a body pushed one node with at the end of a step (what the next step starts
+/// from; [`crate::ClothSnapshot`] keeps the list).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContactForce {
+    /// Cloth node.
+    pub node: u32,
+    /// Collider index in the [`ColliderSet`].
+    pub body: u32,
+    /// Force on the node in newtons (world frame): normal and friction parts.
+    pub force: DVec3,
 }
 
 /// One collider posed for a query, with its parry shape inflated by the cloth thickness.
@@ -786,13 +790,7 @@ impl ContactPass {
     /// (the step has colliders) it also reserves room for every node being a candidate, so that
     /// the passes of this step allocate only when a node meets several bodies at once; a
     /// workspace that never steps a cloth among bodies does not hold that room.
-    pub(crate) fn load(
-        &mut self,
-        touching: &NodeFlags,
-        forces: &[DVec3],
-        force_bodies: &[u32],
-        bodies: bool,
-    ) {
+    pub(crate) fn load(&mut self, touching: &NodeFlags, forces: &[ContactForce], bodies: bool) {
         self.was_touching.clear();
         self.was_touching.extend(touching.iter());
         let nodes = self.was_touching.len();
@@ -803,26 +801,34 @@ impl ContactPass {
         self.warm_body.clear();
         self.node_force.clear();
         if bodies {
-            // Empty when the last step had no bodies: no force anywhere.
-            self.warm_force.extend_from_slice(forces);
-            self.warm_body.extend_from_slice(force_bodies);
             self.warm_force.resize(nodes, DVec3::ZERO);
             self.warm_body.resize(nodes, u32::MAX);
+            for f in forces {
+                let i = f.node as usize;
+                if i < nodes {
+                    self.warm_force[i] = f.force;
+                    self.warm_body[i] = f.body;
+                }
+            }
             self.node_force.resize(nodes, DVec3::ZERO);
             self.candidates.reserve(nodes);
             self.touched.reserve(nodes);
         }
     }
 
-    /// Writes the forces the cloth's nodes ended the step with, and their bodies, for the next
-    /// step's warm start; after a step without bodies both are emptied (no force anywhere),
-    /// keeping their memory.
-    pub(crate) fn store(&self, forces: &mut Vec<DVec3>, force_bodies: &mut Vec<u32>) {
+    /// Writes the forces the cloth's nodes ended the step with, one entry per node a body
+    /// pushes, for the next step's warm start (empty after a step without bodies). The list keeps
+    /// its memory: it grows to the most nodes ever in contact at once, then holds.
+    pub(crate) fn store(&self, forces: &mut Vec<ContactForce>) {
         forces.clear();
-        force_bodies.clear();
-        if !self.warm_force.is_empty() {
-            forces.extend_from_slice(&self.warm_force);
-            force_bodies.extend_from_slice(&self.warm_body);
+        for (i, (&body, &force)) in self.warm_body.iter().zip(&self.warm_force).enumerate() {
+            if body != u32::MAX {
+                forces.push(ContactForce {
+                    node: i as u32,
+                    body,
+                    force,
+                });
+            }
         }
     }
 
@@ -964,12 +970,9 @@ impl ContactPass {
     }
 
     /// Right-hand side (node order, every node) of the solve that measures the collective
-    /// compliance: 1 in the first lane of each engaged node, zero elsewhere (the matrix acts
-    /// alike on the three coordinates, so one lane is the scalar solve).
+    /// compliance: 1 in the first lane of each engaged node (`rhs` comes in zeroed; the matrix
+    /// acts alike on the three coordinates, so one lane is the scalar solve).
     pub fn response_rhs(&mut self, rhs: &mut [DVec3]) {
-        for c in &self.candidates {
-            rhs[c.node as usize] = DVec3::ZERO;
-        }
         let mut engaged = 0;
         for c in &self.candidates {
             if c.engaged {
@@ -997,13 +1000,9 @@ impl ContactPass {
         self.w_max = 0.0;
         for c in &mut self.candidates {
             c.measured = c.engaged;
-            let own = compliance[c.node as usize];
-            c.compliance = if c.engaged {
-                own.max(u[c.node as usize].x)
-            } else {
-                own.max(c.compliance)
-            };
             if c.engaged {
+                let i = c.node as usize;
+                c.compliance = compliance[i].max(u[i].x);
                 self.w_max = self.w_max.max(c.compliance);
             }
         }

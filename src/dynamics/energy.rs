@@ -17,7 +17,7 @@ use glam::{DVec2, DVec3};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::error::ClothError;
+use crate::error::{ClothError, non_negative, positive};
 use crate::mesh::{ClothMesh, Discretization, NO_TRIANGLE};
 
 /// Where the bending energy's rest curvature comes from.
@@ -94,28 +94,6 @@ impl Material {
             });
         }
         Ok(())
-    }
-}
-
-pub(crate) fn positive(name: &'static str, v: f64) -> Result<(), ClothError> {
-    if v.is_finite() && v > 0.0 {
-        Ok(())
-    } else {
-        Err(ClothError::InvalidSetting {
-            name,
-            reason: format!("must be positive and finite, got {v}"),
-        })
-    }
-}
-
-pub(crate) fn non_negative(name: &'static str, v: f64) -> Result<(), ClothError> {
-    if v.is_finite() && v >= 0.0 {
-        Ok(())
-    } else {
-        Err(ClothError::InvalidSetting {
-            name,
-            reason: format!("must be non-negative and finite, got {v}"),
-        })
     }
 }
 

@@ -12,8 +12,9 @@ use std::sync::Arc;
 use glam::DVec3;
 use serde::{Deserialize, Serialize};
 
-use crate::energy::{Material, Terms, positive};
+use crate::energy::{Material, Terms};
 use crate::error::ClothError;
+use crate::error::positive;
 use crate::factor::{FactorPrecision, ModelFactor, SymbolicFactor};
 use crate::integrator::{Integrator, Scheme};
 use crate::mesh::ClothMesh;

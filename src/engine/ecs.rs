@@ -279,16 +279,10 @@ impl ClothConfig {
         self.budget.settings(self.timestep, self.gravity)?;
         self.contact.validate()?;
         self.aero.validate()?;
-        if !(self.collider_teleport_distance.is_finite() && self.collider_teleport_distance > 0.0) {
-            return Err(ClothError::InvalidSetting {
-                name: "collider_teleport_distance",
-                reason: format!(
-                    "must be finite and positive, got {}",
-                    self.collider_teleport_distance
-                ),
-            });
-        }
-        Ok(())
+        crate::error::positive(
+            "collider_teleport_distance",
+            self.collider_teleport_distance,
+        )
     }
 
     /// Parses a configuration from RON text (missing fields take their defaults) and
