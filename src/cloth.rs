@@ -15,7 +15,7 @@ use std::sync::Arc;
 use glam::{DVec3, Vec3};
 
 use crate::aero::Aerodynamics;
-use crate::collision::{ColliderSet, ContactForce, ContactSettings, Pose};
+use crate::collision::{ColliderSet, ContactForce, ContactSettings, Pose, ResponseCache};
 use crate::equilibrium::{RelaxReport, relax};
 use crate::error::ClothError;
 use crate::flags::NodeFlags;
@@ -85,6 +85,9 @@ pub struct Cloth {
     /// The contact forces the last step ended with, one per node a body pushed: the warm
     /// start of the next step (only the nodes in contact are kept, not a per-node array).
     contact_forces: Vec<ContactForce>,
+    /// The collective contact compliance last measured (a cache of the factor; see
+    /// [`ResponseCache`]).
+    contact_response: ResponseCache,
     aero: Aerodynamics,
     /// How many times the cloth went back to its last good state.
     recoveries: u64,
@@ -114,6 +117,7 @@ impl Cloth {
             contact: ContactSettings::default(),
             touching: NodeFlags::new(n),
             contact_forces: Vec::new(),
+            contact_response: ResponseCache::default(),
             aero: Aerodynamics::default(),
             recoveries: 0,
             fault: false,
@@ -175,6 +179,7 @@ impl Cloth {
             || precision_for(&settings) != precision_for(m)
         {
             self.model = self.model.with_settings(settings)?;
+            self.contact_response.clear();
         }
         self.settings = settings;
         Ok(())
@@ -184,6 +189,7 @@ impl Cloth {
     /// their targets.
     pub fn set_pins(&mut self, pins: &[u32]) -> Result<(), ClothError> {
         self.model = self.model.with_pins(pins)?;
+        self.contact_response.clear();
         let x = &self.state.positions;
         self.pin_start = self.model.pins.iter().map(|&p| x[p as usize]).collect();
         self.pin_target = self.pin_start.clone();
@@ -421,8 +427,12 @@ impl Cloth {
         }
         ws.ensure(&self.model);
         let bodies = self.contact.enabled && !colliders.is_empty();
-        ws.contact_pass
-            .load(&self.touching, &self.contact_forces, bodies);
+        ws.contact_pass.load(
+            &self.touching,
+            &self.contact_forces,
+            &mut self.contact_response,
+            bodies,
+        );
         // Keep the positions to go back to if a non-finite value appears (reusing the buffer):
         // a recovery restarts the cloth at rest there, so nothing else of the state is needed.
         ws.last_good.clone_from(&self.state.positions);
@@ -435,7 +445,8 @@ impl Cloth {
             self.substep_with_pins_in_x_new(ws, colliders, s0, s);
         }
         self.touching.assign(ws.contact_pass.touching());
-        ws.contact_pass.store(&mut self.contact_forces);
+        ws.contact_pass
+            .store(&mut self.contact_forces, &mut self.contact_response);
         report.contacts = ws.contact_pass.last_contacts as u32;
         let st = &self.state;
         let finite = |v: &[DVec3]| v.iter().all(|p| p.is_finite());
@@ -470,14 +481,19 @@ impl Cloth {
     pub fn substep(&mut self) {
         with_thread_workspace(|ws| {
             ws.ensure(&self.model);
-            ws.contact_pass
-                .load(&self.touching, &self.contact_forces, false);
+            ws.contact_pass.load(
+                &self.touching,
+                &self.contact_forces,
+                &mut self.contact_response,
+                false,
+            );
             for (i, &p) in self.model.pins.iter().enumerate() {
                 ws.x_new[p as usize] = self.pin_target[i];
             }
             self.substep_with_pins_in_x_new(ws, &ColliderSet::EMPTY, 0.0, 1.0);
             self.touching.assign(ws.contact_pass.touching());
-            ws.contact_pass.store(&mut self.contact_forces);
+            ws.contact_pass
+                .store(&mut self.contact_forces, &mut self.contact_response);
         });
         self.pin_start.copy_from_slice(&self.pin_target);
     }

@@ -660,6 +660,26 @@ pub(crate) struct Candidate {
     overshoot: f64,
 }
 
+/// The collective compliance a cloth last measured: the contact set's nodes (engaged
+/// candidates in candidate order) and the compliance each one took. It depends only on the
+/// factor and the set, so a later substep or step whose contact set is the same takes it from
+/// here instead of solving again, with bit-identical results: a cloth resting on a body keeps
+/// one contact set from substep to substep. The cloth keeps it; [`ContactPass::load`] and
+/// [`ContactPass::store`] swap it in and out (no copy). Cleared when the cloth's factor changes.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct ResponseCache {
+    nodes: Vec<u32>,
+    compliance: Vec<f64>,
+}
+
+impl ResponseCache {
+    /// Forgets the measurement (the factor changed).
+    pub(crate) fn clear(&mut self) {
+        self.nodes.clear();
+        self.compliance.clear();
+    }
+}
+
 /// Where a node stands against one body at the current iterate.
 #[derive(Debug, Clone, Copy)]
 struct Gap {
@@ -684,7 +704,7 @@ pub(crate) struct ContactPass {
     /// Colliders whose swept box meets the cloth's box this substep.
     near: Vec<u32>,
     /// Swept box of each collider over the substep (inflated by the thickness).
-    swept: Vec<Aabb>,
+    swept: Vec<Swept>,
     bodies0: Vec<Body>,
     bodies1: Vec<Body>,
     /// Coulomb friction coefficient this substep.
@@ -711,6 +731,8 @@ pub(crate) struct ContactPass {
     response_set: usize,
     /// Largest collective compliance of the last measurement.
     w_max: f64,
+    /// The cloth's last measurement (swapped in by `load`, out by `store`).
+    cache: ResponseCache,
 }
 
 impl std::fmt::Debug for Body {
@@ -752,6 +774,43 @@ impl Aabb {
     }
 }
 
+/// The region a body may occupy over a substep, grown by a margin: the union of its boxes at
+/// the substep's two ends, or for a plane the union of its two half-spaces (each an outward
+/// normal and the largest `n . p` inside it). A plane's box would be unbounded, which made every
+/// node of a cloth over the ground a candidate every substep.
+#[derive(Clone, Copy, Debug)]
+enum Swept {
+    Box(Aabb),
+    HalfSpaces([(DVec3, f64); 2]),
+}
+
+impl Swept {
+    fn new(shape: ColliderShape, p0: &Pose, p1: &Pose, margin: f64) -> Self {
+        match shape {
+            ColliderShape::Plane => {
+                let half = |pose: &Pose| {
+                    let n = pose.transform_vector(DVec3::Y);
+                    (n, n.dot(pose.translation) + margin)
+                };
+                Swept::HalfSpaces([half(p0), half(p1)])
+            }
+            _ => Swept::Box(world_box(shape, p0, margin).union(world_box(shape, p1, margin))),
+        }
+    }
+
+    fn overlaps(&self, b: &Aabb) -> bool {
+        match self {
+            Swept::Box(s) => s.overlaps(b),
+            Swept::HalfSpaces(h) => {
+                let centre = 0.5 * (b.min + b.max);
+                let half = 0.5 * (b.max - b.min);
+                h.iter()
+                    .any(|&(n, c)| n.dot(centre) - n.abs().dot(half) <= c)
+            }
+        }
+    }
+}
+
 /// World box of a shape at a pose grown by `margin`; a plane's box is unbounded below it.
 fn world_box(shape: ColliderShape, pose: &Pose, margin: f64) -> Aabb {
     match shape.local_half_extents(margin) {
@@ -780,6 +839,13 @@ const TOUCH: f64 = 1e-4;
 /// body-local coordinates (about 3e-7 m on a 5 m capsule), far below any depth worth easing out.
 const START_INSIDE: f64 = 1e-5;
 
+/// A contact set that differs from the last measured one by at most `1 / REUSE_CHANGE` of it
+/// reuses that measurement ([`ContactPass::reuse_response`]). Measured on the contact gallery:
+/// at 1/5 and 1/20 the stale compliances of the tilting capsule's resting sheet let friction 0.8
+/// creep 15.7 and 12.8 mm at the console preset (8.9 mm when measured every substep); at 1/50,
+/// 74 of 78 cells are bit-identical and the others within 1.3 points of max strain.
+const REUSE_CHANGE: usize = 50;
+
 /// How far beyond its predicted path a node may wander during the iterations and still be
 /// tested (metres).
 const SLACK: f64 = 0.02;
@@ -790,7 +856,14 @@ impl ContactPass {
     /// (the step has colliders) it also reserves room for every node being a candidate, so that
     /// the passes of this step allocate only when a node meets several bodies at once; a
     /// workspace that never steps a cloth among bodies does not hold that room.
-    pub(crate) fn load(&mut self, touching: &NodeFlags, forces: &[ContactForce], bodies: bool) {
+    pub(crate) fn load(
+        &mut self,
+        touching: &NodeFlags,
+        forces: &[ContactForce],
+        cache: &mut ResponseCache,
+        bodies: bool,
+    ) {
+        std::mem::swap(&mut self.cache, cache);
         self.was_touching.clear();
         self.was_touching.extend(touching.iter());
         let nodes = self.was_touching.len();
@@ -819,7 +892,9 @@ impl ContactPass {
     /// Writes the forces the cloth's nodes ended the step with, one entry per node a body
     /// pushes, for the next step's warm start (empty after a step without bodies). The list keeps
     /// its memory: it grows to the most nodes ever in contact at once, then holds.
-    pub(crate) fn store(&self, forces: &mut Vec<ContactForce>) {
+    /// The cloth's [`ResponseCache`] goes back to it.
+    pub(crate) fn store(&mut self, forces: &mut Vec<ContactForce>, cache: &mut ResponseCache) {
+        std::mem::swap(&mut self.cache, cache);
         forces.clear();
         for (i, (&body, &force)) in self.warm_body.iter().zip(&self.warm_force).enumerate() {
             if body != u32::MAX {
@@ -880,13 +955,8 @@ impl ContactPass {
             self.bodies1
                 .push(Body::new(e.shape, p1, settings.thickness));
             self.swept
-                .push(world_box(e.shape, &p0, settings.thickness).union(world_box(
-                    e.shape,
-                    &p1,
-                    settings.thickness,
-                )));
-            let swept = world_box(e.shape, &p0, margin).union(world_box(e.shape, &p1, margin));
-            if swept.overlaps(&cloth) {
+                .push(Swept::new(e.shape, &p0, &p1, settings.thickness));
+            if Swept::new(e.shape, &p0, &p1, margin).overlaps(&cloth) {
                 self.near.push(c as u32);
             }
         }
@@ -998,14 +1068,65 @@ impl ContactPass {
     /// (`n_i . (K^-1 N 1)_i`) underestimates the coupling around a bar and diverges there.
     pub fn set_response(&mut self, u: &[DVec3], compliance: &[f64]) {
         self.w_max = 0.0;
+        self.cache.clear();
         for c in &mut self.candidates {
             c.measured = c.engaged;
             if c.engaged {
                 let i = c.node as usize;
                 c.compliance = compliance[i].max(u[i].x);
                 self.w_max = self.w_max.max(c.compliance);
+                self.cache.nodes.push(c.node);
+                self.cache.compliance.push(c.compliance);
             }
         }
+    }
+
+    /// When the contact set differs from the one last measured (the [`ResponseCache`]) by at
+    /// most `1 / REUSE_CHANGE` of that set (nodes that joined plus nodes that left), takes the compliances
+    /// from it instead of solving again, and returns true; otherwise false, and the caller
+    /// solves. A node still in the set keeps its measured compliance (a row sum over a set
+    /// that has since lost a few nodes: slightly more than today's, which only slows its
+    /// updates); a node that joined takes the largest measured one, as a node that joins within
+    /// a substep does. The set is compared with the measured one, not the last reused one, so
+    /// it cannot drift. A cloth resting on a body keeps nearly one contact set from substep to
+    /// substep: measured on the 2,025-node cape trailing on the floor, reusing only an
+    /// identical set still solved in 84 % of the substeps, reusing within 2 % in 12 %.
+    pub fn reuse_response(&mut self) -> bool {
+        let cached = &self.cache.nodes;
+        if cached.is_empty() {
+            return false;
+        }
+        // Both lists are in candidate order (ascending node, a node's bodies together).
+        let (mut k, mut joined, mut common) = (0, 0, 0);
+        for c in self.candidates.iter().filter(|c| c.engaged) {
+            while k < cached.len() && cached[k] < c.node {
+                k += 1;
+            }
+            if k < cached.len() && cached[k] == c.node {
+                common += 1;
+                k += 1;
+            } else {
+                joined += 1;
+            }
+        }
+        let left = cached.len() - common;
+        if REUSE_CHANGE * (joined + left) > cached.len() {
+            return false;
+        }
+        self.response_set = cached.len();
+        self.w_max = self.cache.compliance.iter().fold(0.0, |a, &w| a.max(w));
+        let mut k = 0;
+        for c in self.candidates.iter_mut().filter(|c| c.engaged) {
+            while k < cached.len() && cached[k] < c.node {
+                k += 1;
+            }
+            c.measured = k < cached.len() && cached[k] == c.node;
+            if c.measured {
+                c.compliance = self.cache.compliance[k];
+                k += 1;
+            }
+        }
+        true
     }
 
     /// Second half of a contact iteration: each candidate's force is corrected by what would
@@ -1156,7 +1277,7 @@ impl ContactPass {
         // Guard: the actual paths against the swept boxes of the nearby bodies.
         for &c in &self.near {
             let (b0, b1) = (&self.bodies0[c as usize], &self.bodies1[c as usize]);
-            let swept = self.swept[c as usize];
+            let swept = &self.swept[c as usize];
             for &i in free_nodes {
                 let i = i as usize;
                 let (a, b) = (x_start[i], x[i]);
@@ -1164,7 +1285,7 @@ impl ContactPass {
                     min: a.min(b),
                     max: a.max(b),
                 };
-                if !path.overlaps(&swept) {
+                if !swept.overlaps(&path) {
                     continue;
                 }
                 let p0 = b0.pose.inverse_transform_point(a);

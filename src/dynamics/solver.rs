@@ -241,7 +241,7 @@ fn contact_iteration_lanes(
     contact: &mut Contact<'_>,
 ) {
     let pass = &mut *contact.pass;
-    if pass.measure(x) {
+    if pass.measure(x) && !pass.reuse_response() {
         let n = model.mesh.node_count();
         scratch.response.clear();
         scratch.response.resize(n, DVec3::ZERO);
