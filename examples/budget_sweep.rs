@@ -359,6 +359,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 y_label: "max render-mesh strain".into(),
                 series: strain_lines,
                 target: Some((0.01, "1 % target".into())),
+                v_line: None,
+                lines: true,
+                mark: None,
             },
             plot::Panel {
                 title: "Centre-of-mass error vs converged, 2 s".into(),
@@ -366,6 +369,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 y_label: "worst distance / cloth size".into(),
                 series: error_lines,
                 target: Some((0.05, "5 % target".into())),
+                v_line: None,
+                lines: true,
+                mark: None,
             },
             plot::Panel {
                 title: "The same over the converged window".into(),
@@ -373,6 +379,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 y_label: "worst distance / cloth size".into(),
                 series: window_lines,
                 target: Some((0.05, "5 % target".into())),
+                v_line: None,
+                lines: true,
+                mark: None,
             },
         ],
     )?;

@@ -123,6 +123,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 },
             ],
             target: None,
+            v_line: None,
+            lines: true,
+            mark: None,
         }],
     )?;
     println!();

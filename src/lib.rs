@@ -36,7 +36,7 @@
 //! | `dynamics/` | energy, the prefactored matrix, the iterations | [`energy`] (constraint terms and their local projections), [`aero`] (wind, drag, lift, damping), `factor` (the sparse Cholesky, the only place faer is used), [`model`] (the prepared, shareable form), `solver` (local-global, L-BFGS, projected Newton), [`integrator`] (BDF2, backward Euler), [`equilibrium`] (static equilibrium: pre-settling, converged references), [`measures`] (strain, isometry, conformity, energy), [`workspace`] (preallocated memory) |
 //! | `contact/` | the character's bodies and contact | [`collision`] (kinematic capsules, spheres, planes; per-node frictional contact; the only place parry3d is used) |
 //! | `character/` | what drives the cloth from a skeleton | [`attachment`] (pins on bones, skinning, teleports, inertia scaling), [`rig`] (the procedural test character) |
-//! | `engine/` | integration into a game | `ecs` (the bevy_ecs adapter), `scenario` (the scenario runner), [`worker`] (stepping on a worker thread, the only place crossbeam is used) |
+//! | `engine/` | integration into a game | `ecs` (the bevy_ecs adapter), `scenario` (the scenario runner), [`tuning`] (budgets per platform from measured runs), [`worker`] (stepping on a worker thread, the only place crossbeam is used) |
 //! | (root) | the façade and shared pieces | [`cloth`] (a cloth's state and its `step`), [`error`], [`load`] (settings files with errors at the line) |
 //!
 //! Dependencies run one way: `mesh` <- `dynamics` and `contact` <- `cloth` <- `character` <-
@@ -61,9 +61,9 @@ pub use contact::collision;
 pub use dynamics::stages;
 pub use dynamics::{aero, energy, equilibrium, integrator, measures, model, workspace};
 pub(crate) use dynamics::{factor, pipeline, solver, sparse};
-pub use engine::worker;
 #[cfg(feature = "ecs")]
 pub use engine::{ecs, scenario};
+pub use engine::{tuning, worker};
 pub use mesh::obj;
 
 pub use aero::Aerodynamics;

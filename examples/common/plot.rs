@@ -22,6 +22,12 @@ pub struct Panel {
     pub series: Vec<Series>,
     /// A horizontal reference line (a target), if any.
     pub target: Option<(f64, String)>,
+    /// A vertical reference line (a budget), if any.
+    pub v_line: Option<(f64, String)>,
+    /// Whether each series' points are joined by lines (else points only).
+    pub lines: bool,
+    /// One point to mark with a ring and a label (a choice), if any.
+    pub mark: Option<((f64, f64), String)>,
 }
 
 const COLOURS: [RGBColor; 6] = [
@@ -69,7 +75,8 @@ pub fn log_log_panels(stem: &Path, panels: &[Panel]) -> Result<(), Box<dyn std::
                 panel
                     .series
                     .iter()
-                    .flat_map(|s| s.points.iter().map(|p| p.0)),
+                    .flat_map(|s| s.points.iter().map(|p| p.0))
+                    .chain(panel.v_line.iter().map(|v| v.0)),
             );
             let (y0, y1) = range(
                 panel
@@ -101,17 +108,28 @@ pub fn log_log_panels(stem: &Path, panels: &[Panel]) -> Result<(), Box<dyn std::
                     .copied()
                     .filter(|p| p.0 > 0.0 && p.1 > 0.0)
                     .collect();
-                chart
-                    .draw_series(LineSeries::new(points.clone(), colour.stroke_width(2)))?
-                    .label(s.label.as_str())
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2))
-                    });
-                chart.draw_series(
-                    points
-                        .into_iter()
-                        .map(|p| Circle::new(p, 3, colour.filled())),
-                )?;
+                if panel.lines {
+                    chart
+                        .draw_series(LineSeries::new(points.clone(), colour.stroke_width(2)))?
+                        .label(s.label.as_str())
+                        .legend(move |(x, y)| {
+                            PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2))
+                        });
+                    chart.draw_series(
+                        points
+                            .into_iter()
+                            .map(|p| Circle::new(p, 3, colour.filled())),
+                    )?;
+                } else {
+                    chart
+                        .draw_series(
+                            points
+                                .into_iter()
+                                .map(|p| Circle::new(p, 4, colour.filled())),
+                        )?
+                        .label(s.label.as_str())
+                        .legend(move |(x, y)| Circle::new((x + 9, y), 4, colour.filled()));
+                }
             }
             if let Some((y, label)) = &panel.target {
                 let style = BLACK.mix(0.6).stroke_width(1);
@@ -119,6 +137,23 @@ pub fn log_log_panels(stem: &Path, panels: &[Panel]) -> Result<(), Box<dyn std::
                     .draw_series(LineSeries::new(vec![(x0, *y), (x1, *y)], style))?
                     .label(label.as_str())
                     .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
+            }
+            if let Some((x, label)) = &panel.v_line {
+                let style = RED.mix(0.8).stroke_width(2);
+                chart
+                    .draw_series(LineSeries::new(vec![(*x, y0), (*x, y1)], style))?
+                    .label(label.as_str())
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
+            }
+            if let Some((p, label)) = &panel.mark
+                && p.0 > 0.0
+                && p.1 > 0.0
+            {
+                let style = BLACK.stroke_width(2);
+                chart
+                    .draw_series(std::iter::once(Circle::new(*p, 9, style)))?
+                    .label(label.as_str())
+                    .legend(move |(x, y)| Circle::new((x + 9, y), 6, style));
             }
             chart
                 .configure_series_labels()

@@ -80,7 +80,9 @@ impl ScenarioError {
         out
     }
 
-    fn in_file(mut self, file: &Path) -> Self {
+    /// The same error, naming `file` as where it is (for text read from that file and given to
+    /// [`load`]).
+    pub fn in_file(mut self, file: &Path) -> Self {
         self.file = Some(file.display().to_string());
         self
     }
@@ -500,6 +502,10 @@ pub struct Summary {
     pub nan_frames: u32,
     /// Iterations per tick.
     pub iterations: u32,
+    /// The cloth's centre of mass after each frame (m).
+    pub centre_of_mass: Vec<DVec3>,
+    /// Times the cloth went back to its last good state after a non-finite step (rollbacks).
+    pub recoveries: u64,
 }
 
 /// Reads, validates and runs the scenario file at `path` headless through the ECS layer,
@@ -689,9 +695,50 @@ impl LoadedScenario {
         self.rig.is_some()
     }
 
+    /// The cloth's size: the longest side of the box around its nodes at the start (m). The
+    /// tuner divides trajectory errors by it.
+    pub fn cloth_size(&self) -> f64 {
+        let Some(sim) = self.world.get::<ClothSim>(self.cloth_entity) else {
+            return 0.0;
+        };
+        let (lo, hi) = sim.cloth.positions().iter().fold(
+            (DVec3::splat(f64::INFINITY), DVec3::splat(f64::NEG_INFINITY)),
+            |(lo, hi), &p| (lo.min(p), hi.max(p)),
+        );
+        (hi - lo).max_element().max(0.0)
+    }
+
+    /// Runs the scenario at `budget` instead of the file's (the cloth is refactored now, so
+    /// that the first frame's time is a frame's).
+    pub fn set_budget(&mut self, budget: BudgetPreset) -> Result<(), ScenarioError> {
+        let mut config = self.world.resource_mut::<ClothConfig>();
+        config.budget = budget;
+        let settings = config
+            .budget
+            .settings(config.timestep, config.gravity)
+            .map_err(|e| ScenarioError::at("budget", e))?;
+        let mut sim = self
+            .world
+            .get_mut::<ClothSim>(self.cloth_entity)
+            .ok_or("cloth vanished")?;
+        sim.cloth
+            .set_settings(settings)
+            .map_err(|e| ScenarioError::at("budget", e))
+    }
+
     /// Runs every frame, writing an OBJ per frame under `obj_dir` if given. Returns the name,
     /// whether there is a character, and what was measured.
     pub fn run(self, obj_dir: Option<&Path>) -> Result<(String, bool, Summary), ScenarioError> {
+        self.run_observed(obj_dir, |_, _| true)
+    }
+
+    /// [`LoadedScenario::run`], calling `observe(frame, cloth)` after each frame; the run stops
+    /// after a frame for which it returns false (the summary then covers the frames run).
+    pub fn run_observed(
+        self,
+        obj_dir: Option<&Path>,
+        mut observe: impl FnMut(u32, &Cloth) -> bool,
+    ) -> Result<(String, bool, Summary), ScenarioError> {
         let LoadedScenario {
             name,
             frames,
@@ -718,6 +765,8 @@ impl LoadedScenario {
             conformity_residual: 0.0,
             nan_frames: 0,
             iterations: 0,
+            centre_of_mass: Vec::with_capacity(frames as usize),
+            recoveries: 0,
         };
         for frame in 0..frames {
             let t = (frame + 1) as f64 / 60.0;
@@ -742,9 +791,18 @@ impl LoadedScenario {
                 return Err(format!("frame {frame}: {e}").into());
             }
             sum.iterations = sim.last_step.iterations;
+            sum.recoveries = sim.cloth.recoveries();
+            sum.centre_of_mass.push(sim.cloth.center_of_mass());
+            let go_on = observe(frame, &sim.cloth);
+            if !go_on {
+                sum.frames = frame + 1;
+            }
             if sim.cloth.positions().iter().any(|p| !p.is_finite()) {
                 sum.nan_frames += 1;
-                continue;
+                if go_on {
+                    continue;
+                }
+                break;
             }
             let m = sim.cloth.measures();
             sum.max_strain = sum.max_strain.max(m.max_strain);
@@ -760,6 +818,9 @@ impl LoadedScenario {
                     .get::<ClothRenderMesh>(cloth_entity)
                     .ok_or("mesh vanished")?;
                 write_obj(&dir.join(format!("{name}_{frame:05}.obj")), mesh)?;
+            }
+            if !go_on {
+                break;
             }
         }
         let has_character = rig.is_some();

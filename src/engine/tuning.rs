@@ -1,0 +1,554 @@
+//! Picking a budget for a platform from measured figures: the candidates to try, what a run of
+//! each must record, the converged reference they are compared with, the documented rule that
+//! picks one within a frame budget, and the chosen preset as RON.
+//!
+//! The module runs nothing itself and needs no ECS: the `tune` example runs a scenario file
+//! (the scenario runner's format) at each [`Candidate`] and at the reference, hands the records
+//! here, and prints, plots and writes what [`choose`] returns. A game can drive it the same way
+//! with its own scene.
+//!
+//! **The reference** is Newton's method at 4 substeps per frame ([`Candidate::reference`]),
+//! checked by doubling as `budget_sweep` checks its references: the same at 8 substeps
+//! ([`Candidate::finer_reference`]). The frames before the two centres of mass first differ by
+//! 1 % of the cloth's size are the *converged window* ([`Reference::from_runs`]); trajectory
+//! errors are measured over it only, since after it (a chaotic crumple, a cape flapping on a
+//! running character) no reference converges and an error against it means nothing.
+//!
+//! **The rule** ([`Rule`], settable; defaults in its fields' docs): among the candidates whose
+//! frame fits the budget (median or 99th percentile, scaled to the device by its speed
+//! factor), keep those with no rollback, max strain at most [`Rule::max_strain`] and
+//! penetration at most [`Rule::max_penetration_m`]; pick the least trajectory error, and on a
+//! tie the cheaper frame. So the chosen candidate fits the budget and no other eligible
+//! candidate is better on the rule.
+
+use glam::DVec3;
+use serde::{Deserialize, Serialize};
+
+use crate::model::SolverMethod;
+
+/// One budget to try: substeps per frame, iterations per substep, and the solver.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Candidate {
+    /// Substeps per 1/60 s frame.
+    pub substeps: u32,
+    /// Iterations per substep.
+    pub iterations: u32,
+    /// Solver.
+    pub method: SolverMethod,
+}
+
+impl Candidate {
+    /// The converged reference: Newton's method, 4 substeps per frame, up to 30 iterations a
+    /// substep (it converges in 3 to 5 on `budget_sweep`'s scenes).
+    pub fn reference() -> Self {
+        Self {
+            substeps: 4,
+            iterations: 30,
+            method: SolverMethod::Newton,
+        }
+    }
+
+    /// The reference at twice the substeps, which checks it.
+    pub fn finer_reference() -> Self {
+        Self {
+            substeps: 8,
+            ..Self::reference()
+        }
+    }
+
+    /// Iterations per frame.
+    pub fn iterations_per_frame(&self) -> u32 {
+        self.substeps * self.iterations
+    }
+
+    /// A short name: `2x5 lbfgs`, `1x5 lg`, `4x30 newton`.
+    pub fn label(&self) -> String {
+        let m = match self.method {
+            SolverMethod::LocalGlobal => "lg",
+            SolverMethod::Lbfgs { .. } => "lbfgs",
+            SolverMethod::Newton => "newton",
+        };
+        format!("{}x{} {m}", self.substeps, self.iterations)
+    }
+
+    /// The solver's name as presets write it.
+    fn method_ron(&self) -> String {
+        match self.method {
+            SolverMethod::LocalGlobal => "LocalGlobal".into(),
+            SolverMethod::Lbfgs { history } => format!("Lbfgs(history: {history})"),
+            SolverMethod::Newton => "Newton".into(),
+        }
+    }
+}
+
+/// The candidates the tuner tries: 1 to 4 substeps x 1, 2, 3, 4, 5, 6, 8 or 10 iterations,
+/// local-global and L-BFGS (history 5; from 2 iterations, as one L-BFGS iteration is a
+/// local-global step): 60 candidates, 1 to 40 iterations per frame.
+pub fn ladder() -> Vec<Candidate> {
+    let mut out = Vec::new();
+    for substeps in 1..=4 {
+        for iterations in [1, 2, 3, 4, 5, 6, 8, 10] {
+            out.push(Candidate {
+                substeps,
+                iterations,
+                method: SolverMethod::LocalGlobal,
+            });
+            if iterations > 1 {
+                out.push(Candidate {
+                    substeps,
+                    iterations,
+                    method: SolverMethod::Lbfgs { history: 5 },
+                });
+            }
+        }
+    }
+    out
+}
+
+/// What one run of a candidate recorded, apart from its frame times (deterministic: the same
+/// scenario at the same candidate records the same figures on the same machine).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunRecord {
+    /// The cloth's centre of mass after each frame (m).
+    pub centre_of_mass: Vec<DVec3>,
+    /// Worst max render-mesh strain over the frames.
+    pub max_strain: f64,
+    /// Worst mean strain over the frames.
+    pub mean_strain: f64,
+    /// Deepest node inside a body's thickness layer after a frame (m).
+    pub penetration_m: f64,
+    /// Rollbacks after a non-finite step.
+    pub rollbacks: u64,
+    /// Frames that ended with a non-finite position.
+    pub non_finite_frames: u32,
+}
+
+/// Frames before the centres of mass `a` and `b` first differ by more than 1 % of `size` (all
+/// of the shorter run if they never do).
+pub fn converged_frames(a: &[DVec3], b: &[DVec3], size: f64) -> usize {
+    a.iter()
+        .zip(b)
+        .position(|(p, q)| {
+            // NaN counts as differing.
+            let d = p.distance(*q);
+            d.is_nan() || d > 0.01 * size
+        })
+        .unwrap_or(a.len().min(b.len()))
+}
+
+/// The converged reference of a scenario: its centre of mass over the converged window.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reference {
+    /// The reference's centre of mass after each frame of the window.
+    pub centre_of_mass: Vec<DVec3>,
+    /// The cloth's size (m), which trajectory errors are divided by.
+    pub size: f64,
+}
+
+impl Reference {
+    /// From the reference's centres of mass and those of the run at twice its substeps: the
+    /// window is the frames before they first differ by 1 % of `size`. A run may stop at the
+    /// first frame that differs (the tuner does, to save the references' time).
+    pub fn from_runs(reference: &[DVec3], finer: &[DVec3], size: f64) -> Self {
+        let n = converged_frames(reference, finer, size);
+        Self {
+            centre_of_mass: reference[..n].to_vec(),
+            size,
+        }
+    }
+
+    /// The converged window's length in frames.
+    pub fn window_frames(&self) -> usize {
+        self.centre_of_mass.len()
+    }
+
+    /// Worst centre-of-mass distance from the reference over the window, over the cloth's size
+    /// (NaN if the window is empty or the run is shorter than it).
+    pub fn trajectory_error(&self, centre_of_mass: &[DVec3]) -> f64 {
+        if self.centre_of_mass.is_empty() || centre_of_mass.len() < self.centre_of_mass.len() {
+            return f64::NAN;
+        }
+        self.centre_of_mass
+            .iter()
+            .zip(centre_of_mass)
+            .map(|(p, q)| p.distance(*q))
+            .fold(0.0, f64::max)
+            / self.size
+    }
+}
+
+/// One candidate's figures, frame times scaled to the device.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Figures {
+    /// [`Candidate::label`].
+    pub label: String,
+    /// Substeps per frame.
+    pub substeps: u32,
+    /// Iterations per substep.
+    pub iterations: u32,
+    /// Frame time on the device, median (ms).
+    pub frame_ms_median: f64,
+    /// Frame time on the device, 99th percentile (ms).
+    pub frame_ms_p99: f64,
+    /// Worst max strain over the run.
+    pub max_strain: f64,
+    /// Worst mean strain over the run.
+    pub mean_strain: f64,
+    /// Deepest penetration of a body's thickness layer (m).
+    pub penetration_m: f64,
+    /// Worst centre-of-mass distance from the reference over the converged window, over the
+    /// cloth's size.
+    pub trajectory_error: f64,
+    /// Rollbacks (and frames that ended non-finite).
+    pub rollbacks: u64,
+    #[serde(skip)]
+    candidate: Candidate,
+}
+
+impl Figures {
+    /// The figures of `candidate` from its record, its frame times measured on this machine
+    /// (ms) and the reference; times are divided by `speed`, the device's speed relative to
+    /// this machine (0.35: the device takes 1 / 0.35 times as long).
+    pub fn new(
+        candidate: Candidate,
+        record: &RunRecord,
+        frame_ms: &[f64],
+        reference: &Reference,
+        speed: f64,
+    ) -> Self {
+        let mut t: Vec<f64> = frame_ms.iter().map(|&ms| ms / speed).collect();
+        t.sort_by(f64::total_cmp);
+        let pick = |q: f64| {
+            if t.is_empty() {
+                f64::NAN
+            } else {
+                t[((t.len() - 1) as f64 * q).round() as usize]
+            }
+        };
+        Self {
+            label: candidate.label(),
+            substeps: candidate.substeps,
+            iterations: candidate.iterations,
+            frame_ms_median: pick(0.5),
+            frame_ms_p99: pick(0.99),
+            max_strain: record.max_strain,
+            mean_strain: record.mean_strain,
+            penetration_m: record.penetration_m,
+            trajectory_error: reference.trajectory_error(&record.centre_of_mass),
+            rollbacks: record.rollbacks + u64::from(record.non_finite_frames),
+            candidate,
+        }
+    }
+
+    /// The candidate these figures belong to.
+    pub fn candidate(&self) -> Candidate {
+        self.candidate
+    }
+}
+
+/// Which frame statistic must fit the budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum FrameStat {
+    /// The median frame.
+    #[default]
+    Median,
+    /// The 99th percentile frame (stricter; noisier on a shared machine).
+    P99,
+}
+
+/// The rule that picks a candidate (see the module docs). Defaults: the median frame fits,
+/// max strain at most 10 % and penetration at most 1 mm (the contact issue's bounds).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Rule {
+    /// Which frame statistic must fit the budget. Default [`FrameStat::Median`].
+    pub fit: FrameStat,
+    /// Largest max strain allowed over the run. Default 0.10.
+    pub max_strain: f64,
+    /// Deepest penetration allowed (m). Default 0.001.
+    pub max_penetration_m: f64,
+}
+
+impl Default for Rule {
+    fn default() -> Self {
+        Self {
+            fit: FrameStat::Median,
+            max_strain: 0.10,
+            max_penetration_m: 0.001,
+        }
+    }
+}
+
+impl Rule {
+    /// Checks the bounds (positive and finite).
+    pub fn validate(&self) -> Result<(), TuneError> {
+        for (name, v) in [
+            ("max strain", self.max_strain),
+            ("max penetration", self.max_penetration_m),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(TuneError::BadValue {
+                    name,
+                    reason: format!("{v} is not a positive number"),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The frame statistic of `f` that must fit the budget.
+    pub fn frame_ms(&self, f: &Figures) -> f64 {
+        match self.fit {
+            FrameStat::Median => f.frame_ms_median,
+            FrameStat::P99 => f.frame_ms_p99,
+        }
+    }
+
+    /// Whether `f` may be chosen once its frame fits: no rollback, strain and penetration
+    /// within bounds, a trajectory error measured.
+    pub fn admits(&self, f: &Figures) -> bool {
+        f.rollbacks == 0
+            && f.max_strain <= self.max_strain
+            && f.penetration_m <= self.max_penetration_m
+            && f.trajectory_error.is_finite()
+    }
+}
+
+/// What [`choose`] found: indices into the figures.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Choice {
+    /// Candidates whose frame fits the budget.
+    pub in_budget: Vec<usize>,
+    /// Those of them no other in-budget candidate dominates on frame time, max strain and
+    /// trajectory error (as good on all three and better on one).
+    pub frontier: Vec<usize>,
+    /// The chosen candidate.
+    pub chosen: usize,
+}
+
+/// Why no candidate could be chosen, or a bad input.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TuneError {
+    /// No candidate's frame fits the budget.
+    #[error(
+        "no candidate fits {budget_ms} ms a frame: the cheapest, {cheapest}, takes {cheapest_ms:.3} ms"
+    )]
+    NoneInBudget {
+        /// The budget (ms).
+        budget_ms: f64,
+        /// The cheapest candidate.
+        cheapest: String,
+        /// Its frame time (ms, on the device).
+        cheapest_ms: f64,
+    },
+    /// Candidates fit, but none meets the rule.
+    #[error(
+        "{fitting} candidates fit {budget_ms} ms a frame but none meets the rule (no rollback, max strain <= {max_strain}, penetration <= {max_penetration_m} m); the least strained is {best} at {best_strain:.4}"
+    )]
+    NoneMeetsRule {
+        /// The budget (ms).
+        budget_ms: f64,
+        /// How many fit the budget.
+        fitting: usize,
+        /// The rule's strain bound.
+        max_strain: f64,
+        /// The rule's penetration bound (m).
+        max_penetration_m: f64,
+        /// The in-budget candidate with the least max strain.
+        best: String,
+        /// Its max strain.
+        best_strain: f64,
+    },
+    /// A number out of range.
+    #[error("{name}: {reason}")]
+    BadValue {
+        /// What it is.
+        name: &'static str,
+        /// Why it is refused.
+        reason: String,
+    },
+}
+
+/// Indices of the candidates among `among` that no other of them dominates on frame time (the
+/// rule's statistic), max strain and trajectory error (NaN errors count as worst).
+pub fn frontier(figures: &[Figures], among: &[usize], rule: &Rule) -> Vec<usize> {
+    let key = |i: usize| {
+        let f = &figures[i];
+        let e = if f.trajectory_error.is_nan() {
+            f64::INFINITY
+        } else {
+            f.trajectory_error
+        };
+        [rule.frame_ms(f), f.max_strain, e]
+    };
+    among
+        .iter()
+        .copied()
+        .filter(|&i| {
+            let a = key(i);
+            !among.iter().any(|&j| {
+                let b = key(j);
+                j != i
+                    && b.iter().zip(&a).all(|(b, a)| b <= a)
+                    && b.iter().zip(&a).any(|(b, a)| b < a)
+            })
+        })
+        .collect()
+}
+
+/// Picks a candidate within `budget_ms` by `rule` (see the module docs).
+pub fn choose(figures: &[Figures], budget_ms: f64, rule: &Rule) -> Result<Choice, TuneError> {
+    if !(budget_ms.is_finite() && budget_ms > 0.0) {
+        return Err(TuneError::BadValue {
+            name: "budget",
+            reason: format!("{budget_ms} ms is not a positive number"),
+        });
+    }
+    rule.validate()?;
+    let in_budget: Vec<usize> = (0..figures.len())
+        .filter(|&i| rule.frame_ms(&figures[i]) <= budget_ms)
+        .collect();
+    if in_budget.is_empty() {
+        let cheapest = (0..figures.len()).min_by(|&a, &b| {
+            rule.frame_ms(&figures[a])
+                .total_cmp(&rule.frame_ms(&figures[b]))
+        });
+        return Err(TuneError::NoneInBudget {
+            budget_ms,
+            cheapest: cheapest.map_or("none".into(), |i| figures[i].label.clone()),
+            cheapest_ms: cheapest.map_or(f64::NAN, |i| rule.frame_ms(&figures[i])),
+        });
+    }
+    let chosen = in_budget
+        .iter()
+        .copied()
+        .filter(|&i| rule.admits(&figures[i]))
+        .min_by(|&a, &b| {
+            let (fa, fb) = (&figures[a], &figures[b]);
+            fa.trajectory_error
+                .total_cmp(&fb.trajectory_error)
+                .then(rule.frame_ms(fa).total_cmp(&rule.frame_ms(fb)))
+        });
+    let Some(chosen) = chosen else {
+        let best = in_budget
+            .iter()
+            .copied()
+            .min_by(|&a, &b| figures[a].max_strain.total_cmp(&figures[b].max_strain))
+            .expect("in_budget is not empty");
+        return Err(TuneError::NoneMeetsRule {
+            budget_ms,
+            fitting: in_budget.len(),
+            max_strain: rule.max_strain,
+            max_penetration_m: rule.max_penetration_m,
+            best: figures[best].label.clone(),
+            best_strain: figures[best].max_strain,
+        });
+    };
+    let frontier = frontier(figures, &in_budget, rule);
+    Ok(Choice {
+        in_budget,
+        frontier,
+        chosen,
+    })
+}
+
+/// The chosen candidate as a budget preset in RON (what `BudgetPreset::from_ron` and the files
+/// under `presets/` read), headed by comments naming the scenario, the budget, the speed factor,
+/// the rule and the figures it was chosen on.
+pub fn preset_ron(
+    name: &str,
+    f: &Figures,
+    scenario: &str,
+    budget_ms: f64,
+    speed: f64,
+    rule: &Rule,
+) -> String {
+    let c = f.candidate;
+    let fit = match rule.fit {
+        FrameStat::Median => "median",
+        FrameStat::P99 => "99th percentile",
+    };
+    format!(
+        "// Chosen by `tune` on scenario \"{scenario}\" for {budget_ms} ms a frame ({fit} frame fits),\n\
+         // device speed {speed} x this machine; rule: no rollback, max strain <= {}, penetration <= {} m,\n\
+         // then least trajectory error. Figures: frame {:.3} ms median / {:.3} ms p99, max strain {:.4},\n\
+         // mean strain {:.5}, penetration {:.2e} m, trajectory error {:.4} of the cloth's size.\n\
+         (name: {name:?}, substeps: {}, iterations: {}, method: {})\n",
+        rule.max_strain,
+        rule.max_penetration_m,
+        f.frame_ms_median,
+        f.frame_ms_p99,
+        f.max_strain,
+        f.mean_strain,
+        f.penetration_m,
+        f.trajectory_error,
+        c.substeps,
+        c.iterations,
+        c.method_ron(),
+    )
+}
+
+/// Frames the calibration workload times (after as many to warm up).
+pub const CALIBRATION_FRAMES: usize = 120;
+
+/// A fixed workload to compare machines: the 2,025-node sheet (0.9 m, 22 x 22 base cells,
+/// top row pinned) hanging at the console budget (2 x 5, L-BFGS), [`CALIBRATION_FRAMES`]
+/// frames timed after as many to settle. Returns the median frame time in ms. Run it on the
+/// device and here; the device's speed factor is this machine's time over the device's.
+pub fn calibrate() -> Result<f64, crate::ClothError> {
+    use crate::{BaseMesh, Cloth, ClothMesh, Material, SolverSettings};
+    const CELLS: usize = 22;
+    let base = BaseMesh::rectangle(0.9, 0.9, CELLS, CELLS)?;
+    let mesh = ClothMesh::new(&base)?;
+    let top: Vec<u32> = (0..=CELLS)
+        .map(|i| BaseMesh::grid_index(CELLS, i, CELLS))
+        .collect();
+    let pins = mesh.nodes_for_vertices(&top, true);
+    let mut cloth = Cloth::from_mesh(mesh, Material::default(), &pins, SolverSettings::default())?;
+    for _ in 0..CALIBRATION_FRAMES {
+        cloth.step(1.0 / 60.0)?;
+    }
+    let mut t = Vec::with_capacity(CALIBRATION_FRAMES);
+    for _ in 0..CALIBRATION_FRAMES {
+        let start = std::time::Instant::now();
+        cloth.step(1.0 / 60.0)?;
+        t.push(start.elapsed().as_secs_f64() * 1e3);
+    }
+    t.sort_by(f64::total_cmp);
+    Ok(t[t.len() / 2])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The window ends at the first frame whose centres of mass differ by more than 1 % of the
+    /// size (here 1 cm of 1 m), and the trajectory error is the worst distance over it, over
+    /// the size; a run shorter than the window has no error (NaN).
+    #[test]
+    fn window_ends_at_the_first_one_percent_difference() {
+        let a: Vec<DVec3> = (0..5).map(|k| DVec3::X * k as f64 * 0.004).collect();
+        let b = vec![DVec3::ZERO; 5];
+        // Distances 0, 4, 8, 12, 16 mm: the window is 3 frames.
+        assert_eq!(converged_frames(&a, &b, 1.0), 3);
+        let r = Reference::from_runs(&a, &b, 1.0);
+        assert_eq!(r.window_frames(), 3);
+        let run = vec![DVec3::Y * 0.02; 5];
+        let e = r.trajectory_error(&run);
+        assert!((e - (0.008f64.powi(2) + 0.02f64.powi(2)).sqrt()).abs() < 1e-12);
+        assert!(r.trajectory_error(&run[..2]).is_nan());
+    }
+
+    /// The ladder holds 60 distinct candidates, 1 to 40 iterations per frame, and no L-BFGS
+    /// candidate of one iteration.
+    #[test]
+    fn ladder_is_sixty_distinct_candidates() {
+        let l = ladder();
+        assert_eq!(l.len(), 60);
+        for (i, a) in l.iter().enumerate() {
+            assert!(l[i + 1..].iter().all(|b| b != a));
+            assert!((1..=40).contains(&a.iterations_per_frame()));
+            assert!(!(a.iterations == 1 && matches!(a.method, SolverMethod::Lbfgs { .. })));
+        }
+    }
+}
