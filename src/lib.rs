@@ -60,7 +60,7 @@ pub use contact::collision;
 #[doc(hidden)]
 pub use dynamics::stages;
 pub use dynamics::{aero, energy, equilibrium, integrator, measures, model, workspace};
-pub(crate) use dynamics::{factor, pipeline, solver, sparse};
+pub(crate) use dynamics::{factor, lanes, pipeline, solver, sparse};
 #[cfg(feature = "ecs")]
 pub use engine::{ecs, scenario};
 pub use engine::{tuning, worker};

@@ -18,6 +18,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{ClothError, non_negative, positive};
+use crate::lanes::{self, LANES, Lanes, V3, each};
 use crate::mesh::{ClothMesh, Discretization, NO_TRIANGLE};
 
 /// Where the bending energy's rest curvature comes from.
@@ -152,6 +153,57 @@ fn for_each_element<P: Send, const SUM: bool>(
             .for_each(|(e, (p, en))| *en = kernel(e, p));
         energy.iter().sum()
     }
+}
+
+/// [`for_each_element`] with a kernel that does [`LANES`] consecutive elements at once
+/// (`block(first, slots) -> energies`, `slots` exactly `LANES` long), the per-element `kernel`
+/// doing what is left over. The energies are summed in element order as there, so the sum is
+/// the same bit for bit when the block kernel's energies are.
+fn for_each_block<P: Send, const SUM: bool>(
+    out: &mut [P],
+    energy: &mut Vec<f64>,
+    block: impl Fn(usize, &mut [P]) -> Lanes + Sync,
+    kernel: impl Fn(usize, &mut P) -> f64 + Sync,
+) -> f64 {
+    // Elements `first..` of `chunk` (at most 64) into `en`.
+    let run = |first: usize, chunk: &mut [P], en: &mut [f64]| {
+        let mut k = 0;
+        for b in chunk.chunks_exact_mut(LANES) {
+            en[k..k + LANES].copy_from_slice(&block(first + k, b));
+            k += LANES;
+        }
+        for (j, p) in chunk[k..].iter_mut().enumerate() {
+            en[k + j] = kernel(first + k + j, p);
+        }
+    };
+    const CHUNK: usize = 64;
+    if out.len() < PARALLEL_MIN_ELEMENTS {
+        let mut sum = 0.0;
+        let mut en = [0.0f64; CHUNK];
+        for (c, chunk) in out.chunks_mut(CHUNK).enumerate() {
+            run(CHUNK * c, chunk, &mut en);
+            if SUM {
+                for &e in &en[..chunk.len()] {
+                    sum += e;
+                }
+            }
+        }
+        return sum;
+    }
+    if !SUM {
+        out.par_chunks_mut(CHUNK)
+            .enumerate()
+            .with_min_len(PARALLEL_MIN_ELEMENTS / 2 / CHUNK)
+            .for_each(|(c, chunk)| run(CHUNK * c, chunk, &mut [0.0; CHUNK]));
+        return 0.0;
+    }
+    energy.resize(out.len(), 0.0);
+    out.par_chunks_mut(CHUNK)
+        .zip(energy.par_chunks_mut(CHUNK))
+        .enumerate()
+        .with_min_len(PARALLEL_MIN_ELEMENTS / 2 / CHUNK)
+        .for_each(|(c, (chunk, en))| run(CHUNK * c, chunk, en));
+    energy.iter().sum()
 }
 
 /// Rigid (isometry) elements: one per red triangle.
@@ -360,7 +412,44 @@ impl Terms {
             *p = if RESIDUAL { d } else { rot };
             0.5 * r.weight[e] * (d[0].length_squared() + d[1].length_squared())
         };
-        for_each_element::<_, RESIDUAL>(out, energy, kernel)
+        // The same four elements at a time (bit-identical; see `lanes`).
+        let block = |e0: usize, p: &mut [[DVec3; 2]]| -> Lanes {
+            let node = |l: usize, k: usize| x[r.nodes[e0 + l][k] as usize];
+            let (x0, x1, x2) = (
+                V3::gather(|l| node(l, 0)),
+                V3::gather(|l| node(l, 1)),
+                V3::gather(|l| node(l, 2)),
+            );
+            let g = &r.grad[e0..e0 + LANES];
+            // F's columns: sum_j grad[j].{x,y} x_j, summed as `deformation_gradient` sums.
+            let column = |c: fn(&DVec2) -> f64| {
+                let w = |k: usize| each(|l| c(&g[l][k]));
+                let (w0, w1, w2) = (w(0), w(1), w(2));
+                V3 {
+                    x: each(|l| w0[l] * x0.x[l] + w1[l] * x1.x[l] + w2[l] * x2.x[l]),
+                    y: each(|l| w0[l] * x0.y[l] + w1[l] * x1.y[l] + w2[l] * x2.y[l]),
+                    z: each(|l| w0[l] * x0.z[l] + w1[l] * x1.z[l] + w2[l] * x2.z[l]),
+                }
+            };
+            let (fa, fb) = (column(|g| g.x), column(|g| g.y));
+            let ([r0, r1], ok) = lanes::nearest_rotation(&fa, &fb);
+            let (d0, d1) = (fa.sub(&r0), fb.sub(&r1));
+            let (s0, s1) = (d0.dot(&d0), d1.dot(&d1));
+            let mut en = each(|l| 0.5 * r.weight[e0 + l] * (s0[l] + s1[l]));
+            for l in 0..LANES {
+                if ok[l] {
+                    p[l] = if RESIDUAL {
+                        [d0.lane(l), d1.lane(l)]
+                    } else {
+                        [r0.lane(l), r1.lane(l)]
+                    };
+                } else {
+                    en[l] = kernel(e0 + l, &mut p[l]);
+                }
+            }
+            en
+        };
+        for_each_block::<_, RESIDUAL>(out, energy, block, kernel)
     }
 
     /// Adds `sum_e w_e A_e^T p_e` for the isometry projections to `rhs`.
@@ -403,7 +492,32 @@ impl Terms {
             *p = if RESIDUAL { d - target } else { target };
             0.5 * sp.weight[e] * (len - sp.rest[e]) * (len - sp.rest[e])
         };
-        for_each_element::<_, RESIDUAL>(out, energy, kernel)
+        // The same four springs at a time (bit-identical; see `lanes`).
+        let block = |e0: usize, p: &mut [DVec3]| -> Lanes {
+            let end = |k: usize| V3::gather(|l| x[sp.nodes[e0 + l][k] as usize]);
+            let d = end(0).sub(&end(1));
+            let dd = d.dot(&d);
+            let len = each(|l| dd[l].sqrt());
+            let rest = each(|l| sp.rest[e0 + l]);
+            let dir = d.div(&len);
+            let target = V3 {
+                x: each(|l| dir.x[l] * rest[l]),
+                y: each(|l| dir.y[l] * rest[l]),
+                z: each(|l| dir.z[l] * rest[l]),
+            };
+            let out = if RESIDUAL { d.sub(&target) } else { target };
+            let mut en =
+                each(|l| 0.5 * sp.weight[e0 + l] * (len[l] - rest[l]) * (len[l] - rest[l]));
+            for l in 0..LANES {
+                if len[l] > 1e-300 {
+                    p[l] = out.lane(l);
+                } else {
+                    en[l] = kernel(e0 + l, &mut p[l]);
+                }
+            }
+            en
+        };
+        for_each_block::<_, RESIDUAL>(out, energy, block, kernel)
     }
 
     /// Adds `sum_e w_e A_e^T p_e` for the spring projections to `rhs`.

@@ -5,13 +5,15 @@
 //! budgeted iterations (`solver`: local-global, L-BFGS, and the projected Newton reference that
 //! `equilibrium` also drapes with) in preallocated memory (`workspace`); `pipeline` is one
 //! substep as a function of plain data, which [`crate::Cloth`] drives; `measures` reads strain,
-//! isometry, conformity and energy off the result.
+//! isometry, conformity and energy off the result. `lanes` holds the local step's kernels four
+//! elements at a time.
 
 pub mod aero;
 pub mod energy;
 pub mod equilibrium;
 pub(crate) mod factor;
 pub mod integrator;
+pub(crate) mod lanes;
 pub mod measures;
 pub mod model;
 pub(crate) mod pipeline;
