@@ -6,12 +6,16 @@
 //! * `stream_factor/{nodes}`: reading the factor's values and row indices forward and backward
 //!   with independent multiply-adds, the memory-traffic floor of a solve.
 //! * `frame/{nodes}`: a whole 1/60 s frame at the default budget (2 substeps x 5 L-BFGS).
+//! * `iteration/{nodes}` (up to 8k nodes): one substep-iteration at the console method (L-BFGS:
+//!   local step, solve, vector work, line search), what one more iteration adds to a frame: each
+//!   sample times as many frames at 1 substep x 5 iterations and at 1 x 1, alternating, and
+//!   reports their difference over 4.
 //!
 //! Collision stages are in `benches/collide.rs`, many cloths in `benches/many.rs`.
 //! Run: `cargo bench --bench stages`.
 
 use std::hint::black_box;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 mod common;
 
@@ -24,9 +28,12 @@ use isocloth::{Cloth, ClothModel, Material, SolverSettings};
 const SIZES: [usize; 4] = [11, 22, 44, 88];
 
 fn settled_sheet(cells: usize) -> Cloth {
+    settled_sheet_with(cells, SolverSettings::default())
+}
+
+fn settled_sheet_with(cells: usize, settings: SolverSettings) -> Cloth {
     let (mesh, pins) = hanging_sheet(cells);
-    let model = ClothModel::new(mesh, Material::default(), &pins, SolverSettings::default())
-        .expect("valid model");
+    let model = ClothModel::new(mesh, Material::default(), &pins, settings).expect("valid model");
     let mut cloth = Cloth::new(model);
     for _ in 0..30 {
         cloth.step(1.0 / 60.0).expect("finite step");
@@ -53,6 +60,31 @@ fn bench_stages(c: &mut Criterion) {
         group.bench_function(id("frame"), |b| {
             b.iter(|| cloth.step(black_box(1.0 / 60.0)).expect("finite step"))
         });
+        if cells <= 44 {
+            let split = |iterations| SolverSettings {
+                substeps: 1,
+                iterations,
+                ..SolverSettings::default()
+            };
+            let (mut five, mut one) = (
+                settled_sheet_with(cells, split(5)),
+                settled_sheet_with(cells, split(1)),
+            );
+            group.bench_function(id("iteration"), |b| {
+                b.iter_custom(|n| {
+                    let time = |cloth: &mut Cloth| {
+                        let start = Instant::now();
+                        for _ in 0..n {
+                            cloth.step(black_box(1.0 / 60.0)).expect("finite step");
+                        }
+                        start.elapsed()
+                    };
+                    let t5 = time(&mut five);
+                    let t1 = time(&mut one);
+                    t5.saturating_sub(t1) / 4
+                })
+            });
+        }
         println!(
             "{nodes} nodes: factor nnz {}, {} bytes read per solve",
             cloth.model().stats().factor_nnz,
