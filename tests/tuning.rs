@@ -154,6 +154,20 @@ fn rule_picks_least_error_among_admitted_in_budget() {
     assert!(!c.frontier.contains(&1), "1 is dominated by 5");
 }
 
+/// With no converged window (every trajectory error NaN) the least max strain decides.
+#[test]
+fn without_a_reference_window_the_least_strain_wins() {
+    let mut f = vec![
+        fig(0.2, 0.05, 0.1, 0),
+        fig(0.3, 0.02, 0.1, 0),
+        fig(0.1, 0.08, 0.1, 0),
+    ];
+    for x in &mut f {
+        x.trajectory_error = f64::NAN;
+    }
+    assert_eq!(tuning::choose(&f, 0.5, &Rule::default()).unwrap().chosen, 1);
+}
+
 /// A budget no candidate fits, and candidates that fit but all tear, are errors that name the
 /// cheapest candidate or the least strained one; a bad budget or bound is refused.
 #[test]

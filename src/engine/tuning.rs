@@ -17,9 +17,11 @@
 //! **The rule** ([`Rule`], settable; defaults in its fields' docs): among the candidates whose
 //! frame fits the budget (median or 99th percentile, scaled to the device by its speed
 //! factor), keep those with no rollback, max strain at most [`Rule::max_strain`] and
-//! penetration at most [`Rule::max_penetration_m`]; pick the least trajectory error, and on a
-//! tie the cheaper frame. So the chosen candidate fits the budget and no other eligible
-//! candidate is better on the rule.
+//! penetration at most [`Rule::max_penetration_m`]; pick the least trajectory error, on a tie
+//! the least max strain, then the cheaper frame. So the chosen candidate fits the budget and no
+//! other eligible candidate is better on the rule. Where the reference has no converged window
+//! (it differs from its check from the first frame on), no trajectory error exists and the
+//! least max strain decides.
 
 use glam::DVec3;
 use serde::{Deserialize, Serialize};
@@ -305,12 +307,11 @@ impl Rule {
     }
 
     /// Whether `f` may be chosen once its frame fits: no rollback, strain and penetration
-    /// within bounds, a trajectory error measured.
+    /// within bounds.
     pub fn admits(&self, f: &Figures) -> bool {
         f.rollbacks == 0
             && f.max_strain <= self.max_strain
             && f.penetration_m <= self.max_penetration_m
-            && f.trajectory_error.is_finite()
     }
 }
 
@@ -425,8 +426,17 @@ pub fn choose(figures: &[Figures], budget_ms: f64, rule: &Rule) -> Result<Choice
         .filter(|&i| rule.admits(&figures[i]))
         .min_by(|&a, &b| {
             let (fa, fb) = (&figures[a], &figures[b]);
-            fa.trajectory_error
-                .total_cmp(&fb.trajectory_error)
+            // No trajectory error (NaN: no converged window) ranks after any measured one.
+            let e = |f: &Figures| {
+                if f.trajectory_error.is_nan() {
+                    f64::INFINITY
+                } else {
+                    f.trajectory_error
+                }
+            };
+            e(fa)
+                .total_cmp(&e(fb))
+                .then(fa.max_strain.total_cmp(&fb.max_strain))
                 .then(rule.frame_ms(fa).total_cmp(&rule.frame_ms(fb)))
         });
     let Some(chosen) = chosen else {
