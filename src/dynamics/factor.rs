@@ -74,8 +74,8 @@
 //!   its 10 % spread from code layout alone).
 //!
 //! Later attempts on this layout (eight sums, x, y and z as planes, relaxed supernodes, nested
-//! dissection), the solve's arithmetic floor (24 us, 1.45x the streaming floor) and where its
-//! time goes by supernode width are in `docs/lab/speed.md`.
+//! dissection) are in `docs/lab/speed.md` appendix A.1; the solve's floors and where its time
+//! goes by supernode width in section 2 there.
 //!
 //! **Rows eliminated first.** Before the ordering, [`SymbolicFactor::analyze`] picks rows whose
 //! neighbours are all coupled to each other and that are not coupled to one another: on the
@@ -119,7 +119,7 @@
 //!
 //! The budget sweep's default-budget figures are unchanged to the digits it prints. An earlier
 //! attempt kept `f64` arithmetic and widened each value before its multiply-add: 420 KB less,
-//! but the solve went 89-92 -> 104 us (`docs/lab/speed.md` section 3).
+//! but the solve went 89-92 -> 104 us (`docs/lab/speed.md` appendix A.1).
 
 use faer::Side;
 use faer::sparse::SymbolicSparseColMatRef;
