@@ -1307,6 +1307,85 @@ impl ContactPass {
 mod tests {
     use super::*;
 
+    /// A plane's broad-phase region is its half-space grown by the margin, not an unbounded box:
+    /// a node box more than the margin above the plane is left out, one that reaches into the
+    /// layer is kept, and a plane tilted or moving over the substep keeps what either end pose
+    /// reaches (to the exact margin, 1e-12 m).
+    #[test]
+    fn plane_broad_phase_keeps_only_boxes_near_its_half_space() {
+        let b = |lo: [f64; 3], hi: [f64; 3]| Aabb {
+            min: DVec3::from(lo),
+            max: DVec3::from(hi),
+        };
+        let ground = Pose::from_translation(DVec3::new(0.0, 0.8, 0.0));
+        let s = Swept::new(ColliderShape::Plane, &ground, &ground, 0.03);
+        assert!(!s.overlaps(&b([-1.0, 0.8301, -1.0], [1.0, 2.0, 1.0])));
+        assert!(s.overlaps(&b([-1.0, 0.8299, -1.0], [1.0, 2.0, 1.0])));
+        assert!(
+            s.overlaps(&b([5.0, -3.0, 5.0], [6.0, -2.0, 6.0])),
+            "below is inside"
+        );
+        // Tilted 90 degrees about z: the outward normal is -x; the region is x >= -margin.
+        let wall = Pose::new(
+            DVec3::ZERO,
+            DQuat::from_rotation_z(std::f64::consts::FRAC_PI_2),
+        );
+        let s = Swept::new(ColliderShape::Plane, &wall, &wall, 0.03);
+        assert!(s.overlaps(&b([-0.0299, 0.0, 0.0], [-0.0299, 1.0, 1.0])));
+        assert!(!s.overlaps(&b([-0.5, 0.0, 0.0], [-0.0301, 1.0, 1.0])));
+        // Rising by 0.5 m over the substep: the end pose's layer counts.
+        let risen = Pose::from_translation(DVec3::new(0.0, 1.3, 0.0));
+        let s = Swept::new(ColliderShape::Plane, &ground, &risen, 0.03);
+        assert!(s.overlaps(&b([0.0, 1.3299, 0.0], [1.0, 2.0, 1.0])));
+        assert!(!s.overlaps(&b([0.0, 1.3301, 0.0], [1.0, 2.0, 1.0])));
+    }
+
+    /// The collective compliance is taken from the cache when the contact set is the one measured
+    /// or differs from it by at most 1/50 of it (joiners take the largest measured compliance,
+    /// and are not marked measured), and is solved again beyond that.
+    #[test]
+    fn compliance_is_reused_only_while_the_contact_set_stays_within_a_fiftieth() {
+        let candidate = |node: u32, engaged: bool| Candidate {
+            node,
+            body: 0,
+            force: DVec3::ZERO,
+            gap: 0.0,
+            normal: DVec3::Y,
+            engaged,
+            compliance: 0.0,
+            measured: false,
+            prev_gap: f64::NAN,
+            p0: DVec3::ZERO,
+            carried: DVec3::ZERO,
+            start: None,
+            overshoot: 0.0,
+        };
+        let mut pass = ContactPass::default();
+        assert!(!pass.reuse_response(), "nothing measured yet");
+        pass.candidates = (0..100).map(|n| candidate(n, true)).collect();
+        let u: Vec<DVec3> = (0..101).map(|n| DVec3::X * (1.0 + n as f64)).collect();
+        pass.set_response(&u, &[0.0; 101]);
+        // Same set: every compliance as measured.
+        for c in &mut pass.candidates {
+            c.compliance = 0.0;
+        }
+        assert!(pass.reuse_response());
+        assert!(
+            pass.candidates
+                .iter()
+                .all(|c| c.measured && c.compliance == 1.0 + c.node as f64)
+        );
+        // One node left and one joined: 2 changes in 100, reused; the joiner is unmeasured.
+        pass.candidates[0].engaged = false;
+        pass.candidates.push(candidate(100, true));
+        assert!(pass.reuse_response());
+        assert!(!pass.candidates[100].measured);
+        assert_eq!(pass.w_max, 100.0);
+        // A third change: measured again.
+        pass.candidates[1].engaged = false;
+        assert!(!pass.reuse_response());
+    }
+
     fn capsule_body(thickness: f64) -> Body {
         Body::new(
             ColliderShape::Capsule {
