@@ -78,6 +78,13 @@ pub fn log_log_panels(stem: &Path, panels: &[Panel]) -> Result<(), Box<dyn std::
                     .flat_map(|s| s.points.iter().map(|p| p.0))
                     .chain(panel.v_line.iter().map(|v| v.0)),
             );
+            // plotters labels a log axis from the first power of ten inside it: start the
+            // scatter panels' x axis on one, so that a range under 1 still gets labels.
+            let x0 = if panel.lines {
+                x0
+            } else {
+                0.999 * 10f64.powf(x0.log10().floor())
+            };
             let (y0, y1) = range(
                 panel
                     .series
