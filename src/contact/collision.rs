@@ -786,15 +786,16 @@ enum Swept {
 
 impl Swept {
     fn new(shape: ColliderShape, p0: &Pose, p1: &Pose, margin: f64) -> Self {
-        match shape {
-            ColliderShape::Plane => {
+        match shape.local_half_extents(margin) {
+            Some(he) => Swept::Box(world_box(he, p0).union(world_box(he, p1))),
+            None => {
+                // A plane: the half-space below it, grown by the margin.
                 let half = |pose: &Pose| {
                     let n = pose.transform_vector(DVec3::Y);
                     (n, n.dot(pose.translation) + margin)
                 };
                 Swept::HalfSpaces([half(p0), half(p1)])
             }
-            _ => Swept::Box(world_box(shape, p0, margin).union(world_box(shape, p1, margin))),
         }
     }
 
@@ -811,22 +812,14 @@ impl Swept {
     }
 }
 
-/// World box of a shape at a pose grown by `margin`; a plane's box is unbounded below it.
-fn world_box(shape: ColliderShape, pose: &Pose, margin: f64) -> Aabb {
-    match shape.local_half_extents(margin) {
-        Some(he) => {
-            let m = glam::DMat3::from_quat(pose.rotation);
-            let abs = glam::DMat3::from_cols(m.x_axis.abs(), m.y_axis.abs(), m.z_axis.abs());
-            let e = abs * he;
-            Aabb {
-                min: pose.translation - e,
-                max: pose.translation + e,
-            }
-        }
-        None => Aabb {
-            min: DVec3::splat(f64::NEG_INFINITY),
-            max: DVec3::splat(f64::INFINITY),
-        },
+/// World box of a bounded shape with local half-extents `he` at a pose.
+fn world_box(he: DVec3, pose: &Pose) -> Aabb {
+    let m = glam::DMat3::from_quat(pose.rotation);
+    let abs = glam::DMat3::from_cols(m.x_axis.abs(), m.y_axis.abs(), m.z_axis.abs());
+    let e = abs * he;
+    Aabb {
+        min: pose.translation - e,
+        max: pose.translation + e,
     }
 }
 

@@ -102,63 +102,28 @@ impl Material {
 /// more than projecting a few thousand triangles (measured: tens of microseconds per wake-up).
 pub(crate) const PARALLEL_MIN_ELEMENTS: usize = 4096;
 
-/// Runs `kernel(element, slot) -> energy` over every element and returns the energies' sum,
-/// formed in element order: on the calling thread below [`PARALLEL_MIN_ELEMENTS`] (summed as it
-/// goes), else in parallel into `energy` (sized here; small models never touch it) and summed
-/// after. Each element writes only its own slot, so the result does not depend on the thread
-/// count.
-///
-/// Without `SUM` the energies are neither summed nor kept (the right-hand-side form of
-/// local-global needs none; summing them as it goes cost its frame 2-3 %) and 0 is returned.
+/// Runs `kernel(element, slot) -> energy` over every element (see [`for_each_block`]).
 fn for_each_element<P: Send, const SUM: bool>(
     out: &mut [P],
     energy: &mut Vec<f64>,
     kernel: impl Fn(usize, &mut P) -> f64 + Sync,
 ) -> f64 {
-    if !SUM {
-        if out.len() < PARALLEL_MIN_ELEMENTS {
-            for (e, p) in out.iter_mut().enumerate() {
-                kernel(e, p);
-            }
-        } else {
-            out.par_iter_mut()
-                .enumerate()
-                .with_min_len(PARALLEL_MIN_ELEMENTS / 2)
-                .for_each(|(e, p)| {
-                    kernel(e, p);
-                });
-        }
-        return 0.0;
-    }
-    if out.len() < PARALLEL_MIN_ELEMENTS {
-        // A block's kernels first, then their energies summed in order: the sum's chain of
-        // additions stays out of the kernels' loop.
-        let mut sum = 0.0;
-        let mut block = [0.0f64; 64];
-        for (b, chunk) in out.chunks_mut(64).enumerate() {
-            for (k, p) in chunk.iter_mut().enumerate() {
-                block[k] = kernel(64 * b + k, p);
-            }
-            for &en in &block[..chunk.len()] {
-                sum += en;
-            }
-        }
-        sum
-    } else {
-        energy.resize(out.len(), 0.0);
-        out.par_iter_mut()
-            .zip(energy.par_iter_mut())
-            .enumerate()
-            .with_min_len(PARALLEL_MIN_ELEMENTS / 2)
-            .for_each(|(e, (p, en))| *en = kernel(e, p));
-        energy.iter().sum()
-    }
+    let block = |e0: usize, p: &mut [P]| each(|l| kernel(e0 + l, &mut p[l]));
+    for_each_block::<P, SUM>(out, energy, block, &kernel)
 }
 
-/// [`for_each_element`] with a kernel that does [`LANES`] consecutive elements at once
-/// (`block(first, slots) -> energies`, `slots` exactly `LANES` long), the per-element `kernel`
-/// doing what is left over. The energies are summed in element order as there, so the sum is
-/// the same bit for bit when the block kernel's energies are.
+/// Runs `block(first, slots) -> energies` over every run of [`LANES`] consecutive elements
+/// (`slots` exactly `LANES` long) and `kernel(element, slot) -> energy` over the few left at the
+/// end of each chunk of 64, and returns the energies' sum, formed in element order: on the
+/// calling thread below [`PARALLEL_MIN_ELEMENTS`] (a chunk's kernels first, then its energies
+/// summed in order, so that the sum's chain of additions stays out of the kernels' loop), else
+/// in parallel into `energy` (sized here; small models never touch it) and summed after. Each
+/// element writes only its own slot, so the result does not depend on the thread count, and it
+/// is the same bit for bit whether an element went through `block` or `kernel` when their
+/// energies are.
+///
+/// Without `SUM` the energies are neither summed nor kept (the right-hand-side form of
+/// local-global needs none; summing them as it goes cost its frame 2-3 %) and 0 is returned.
 fn for_each_block<P: Send, const SUM: bool>(
     out: &mut [P],
     energy: &mut Vec<f64>,
@@ -500,11 +465,7 @@ impl Terms {
             let len = each(|l| dd[l].sqrt());
             let rest = each(|l| sp.rest[e0 + l]);
             let dir = d.div(&len);
-            let target = V3 {
-                x: each(|l| dir.x[l] * rest[l]),
-                y: each(|l| dir.y[l] * rest[l]),
-                z: each(|l| dir.z[l] * rest[l]),
-            };
+            let target = dir.scale(&rest);
             let out = if RESIDUAL { d.sub(&target) } else { target };
             let mut en =
                 each(|l| 0.5 * sp.weight[e0 + l] * (len[l] - rest[l]) * (len[l] - rest[l]));

@@ -79,6 +79,16 @@ impl V3 {
         }
     }
 
+    /// Each lane's vector times its scalar.
+    #[inline(always)]
+    pub fn scale(&self, s: &Lanes) -> V3 {
+        V3 {
+            x: each(|l| self.x[l] * s[l]),
+            y: each(|l| self.y[l] * s[l]),
+            z: each(|l| self.z[l] * s[l]),
+        }
+    }
+
     #[inline(always)]
     pub fn sub(&self, o: &V3) -> V3 {
         V3 {
@@ -113,12 +123,9 @@ pub(crate) fn nearest_rotation(a: &V3, b: &V3) -> ([V3; 2], [bool; LANES]) {
     let ok = std::array::from_fn(|l| {
         la[l] > 1e-300 && ln[l] > 1e-12 * lb[l].max(1e-300) && h[l] > 1e-300
     });
-    // c u + s v and c v - s u (glam forms `c * v - s * u` as (c v) - (s u)).
+    // c u + s v and c v - s u; `a + (-b)` rounds as `a - b`, so the second is the same bits.
+    let neg_s = each(|l| -s[l]);
     let r0 = u.combine(&c, &v, &s);
-    let r1 = V3 {
-        x: each(|l| c[l] * v.x[l] - s[l] * u.x[l]),
-        y: each(|l| c[l] * v.y[l] - s[l] * u.y[l]),
-        z: each(|l| c[l] * v.z[l] - s[l] * u.z[l]),
-    };
+    let r1 = v.combine(&c, &u, &neg_s);
     ([r0, r1], ok)
 }

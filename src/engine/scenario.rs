@@ -794,32 +794,27 @@ impl LoadedScenario {
             sum.recoveries = sim.cloth.recoveries();
             sum.centre_of_mass.push(sim.cloth.center_of_mass());
             let go_on = observe(frame, &sim.cloth);
-            if !go_on {
-                sum.frames = frame + 1;
-            }
             if sim.cloth.positions().iter().any(|p| !p.is_finite()) {
                 sum.nan_frames += 1;
-                if go_on {
-                    continue;
+            } else {
+                let m = sim.cloth.measures();
+                sum.max_strain = sum.max_strain.max(m.max_strain);
+                sum.mean_strain = sum.mean_strain.max(m.mean_strain);
+                sum.conformity_residual = sum.conformity_residual.max(m.conformity_residual);
+                let pen = world.resource::<ClothColliders>().set.max_penetration(
+                    sim.cloth.positions(),
+                    sim.cloth.contact_settings().thickness,
+                );
+                sum.max_penetration_m = sum.max_penetration_m.max(pen);
+                if let Some(dir) = obj_dir {
+                    let mesh = world
+                        .get::<ClothRenderMesh>(cloth_entity)
+                        .ok_or("mesh vanished")?;
+                    write_obj(&dir.join(format!("{name}_{frame:05}.obj")), mesh)?;
                 }
-                break;
-            }
-            let m = sim.cloth.measures();
-            sum.max_strain = sum.max_strain.max(m.max_strain);
-            sum.mean_strain = sum.mean_strain.max(m.mean_strain);
-            sum.conformity_residual = sum.conformity_residual.max(m.conformity_residual);
-            let pen = world.resource::<ClothColliders>().set.max_penetration(
-                sim.cloth.positions(),
-                sim.cloth.contact_settings().thickness,
-            );
-            sum.max_penetration_m = sum.max_penetration_m.max(pen);
-            if let Some(dir) = obj_dir {
-                let mesh = world
-                    .get::<ClothRenderMesh>(cloth_entity)
-                    .ok_or("mesh vanished")?;
-                write_obj(&dir.join(format!("{name}_{frame:05}.obj")), mesh)?;
             }
             if !go_on {
+                sum.frames = frame + 1;
                 break;
             }
         }

@@ -242,6 +242,16 @@ impl Figures {
         }
     }
 
+    /// The trajectory error as the rule ranks it: none (NaN, no converged window) after any
+    /// measured one.
+    fn ranked_error(&self) -> f64 {
+        if self.trajectory_error.is_nan() {
+            f64::INFINITY
+        } else {
+            self.trajectory_error
+        }
+    }
+
     /// The candidate these figures belong to.
     pub fn candidate(&self) -> Candidate {
         self.candidate
@@ -375,12 +385,7 @@ pub enum TuneError {
 pub fn frontier(figures: &[Figures], among: &[usize], rule: &Rule) -> Vec<usize> {
     let key = |i: usize| {
         let f = &figures[i];
-        let e = if f.trajectory_error.is_nan() {
-            f64::INFINITY
-        } else {
-            f.trajectory_error
-        };
-        [rule.frame_ms(f), f.max_strain, e]
+        [rule.frame_ms(f), f.max_strain, f.ranked_error()]
     };
     among
         .iter()
@@ -426,16 +431,8 @@ pub fn choose(figures: &[Figures], budget_ms: f64, rule: &Rule) -> Result<Choice
         .filter(|&i| rule.admits(&figures[i]))
         .min_by(|&a, &b| {
             let (fa, fb) = (&figures[a], &figures[b]);
-            // No trajectory error (NaN: no converged window) ranks after any measured one.
-            let e = |f: &Figures| {
-                if f.trajectory_error.is_nan() {
-                    f64::INFINITY
-                } else {
-                    f.trajectory_error
-                }
-            };
-            e(fa)
-                .total_cmp(&e(fb))
+            fa.ranked_error()
+                .total_cmp(&fb.ranked_error())
                 .then(fa.max_strain.total_cmp(&fb.max_strain))
                 .then(rule.frame_ms(fa).total_cmp(&rule.frame_ms(fb)))
         });
