@@ -19,6 +19,7 @@ use crate::collision::{ColliderSet, ContactForce, ContactSettings, Pose, Respons
 use crate::equilibrium::{RelaxReport, relax};
 use crate::error::ClothError;
 use crate::flags::NodeFlags;
+use crate::limits::{LimitFrame, LimitSettings, SkinFrame};
 use crate::measures::{Measures, measure};
 use crate::mesh::ClothMesh;
 use crate::model::{ClothModel, SolverSettings, precision_for};
@@ -40,6 +41,9 @@ pub struct StepReport {
     pub dropped_substeps: u32,
     /// Nodes in contact with a collider after the last substep.
     pub contacts: u32,
+    /// Whether the cloth is asleep after this call (it ran no substep; see
+    /// [`SleepSettings`](crate::SleepSettings)).
+    pub asleep: bool,
 }
 
 /// Everything a cloth needs to continue bit-identically: its state, pin interpolation, the
@@ -66,6 +70,10 @@ pub struct ClothSnapshot {
     /// step starts from them; empty: none).
     #[serde(default)]
     pub contact_forces: Vec<ContactForce>,
+    /// The forces of the game constraints the last step ended with, one per limit (empty:
+    /// none).
+    #[serde(default)]
+    pub limit_forces: Vec<f64>,
 }
 
 /// One simulated cloth. See the module docs.
@@ -89,6 +97,14 @@ pub struct Cloth {
     /// [`ResponseCache`]).
     contact_response: ResponseCache,
     aero: Aerodynamics,
+    /// Game constraints and sleeping.
+    limits: LimitSettings,
+    /// The skinned pose max distance and backstops are measured from (empty until a limit
+    /// needs it).
+    skin: SkinFrame,
+    /// Per limit, the force it ended the last step with (the next step's warm start).
+    limit_forces: Vec<f64>,
+    sleep: Sleep,
     /// How many times the cloth went back to its last good state.
     recoveries: u64,
     /// A non-finite value appeared inside the current step (caught even if a later pass
@@ -119,6 +135,10 @@ impl Cloth {
             contact_forces: Vec::new(),
             contact_response: ResponseCache::default(),
             aero: Aerodynamics::default(),
+            limits: LimitSettings::default(),
+            skin: SkinFrame::default(),
+            limit_forces: Vec::new(),
+            sleep: Sleep::default(),
             recoveries: 0,
             fault: false,
             model,
@@ -182,6 +202,7 @@ impl Cloth {
             self.contact_response.clear();
         }
         self.settings = settings;
+        self.wake();
         Ok(())
     }
 
@@ -190,6 +211,8 @@ impl Cloth {
     pub fn set_pins(&mut self, pins: &[u32]) -> Result<(), ClothError> {
         self.model = self.model.with_pins(pins)?;
         self.contact_response.clear();
+        self.limit_forces.clear();
+        self.wake();
         let x = &self.state.positions;
         self.pin_start = self.model.pins.iter().map(|&p| x[p as usize]).collect();
         self.pin_target = self.pin_start.clone();
@@ -253,7 +276,76 @@ impl Cloth {
     pub fn set_aerodynamics(&mut self, aero: Aerodynamics) -> Result<(), ClothError> {
         aero.validate()?;
         self.aero = aero;
+        self.wake();
         Ok(())
+    }
+
+    /// The game constraints and sleep settings in force.
+    pub fn limit_settings(&self) -> &LimitSettings {
+        &self.limits
+    }
+
+    /// Changes the game constraints and sleep settings (validated against this cloth's node
+    /// count; no refactorisation). Max distance and backstops are measured from the skinned
+    /// pose ([`Cloth::set_skin_targets`]); until one is given, from the cloth's positions when
+    /// they were first needed. Wakes the cloth.
+    pub fn set_limit_settings(&mut self, limits: LimitSettings) -> Result<(), ClothError> {
+        limits.validate_for(self.state.positions.len())?;
+        if limits.uses_skin() && self.skin.start.len() != self.state.positions.len() {
+            self.skin = SkinFrame::still(&self.model.mesh, &self.state.positions);
+        }
+        if limits.tether_scale != self.limits.tether_scale
+            || limits.max_distance.len() != self.limits.max_distance.len()
+            || limits.backstop_radius != self.limits.backstop_radius
+        {
+            self.limit_forces.clear();
+        }
+        self.limits = limits;
+        self.wake();
+        Ok(())
+    }
+
+    /// Sets every node's skinned position for the end of the next frame (node order): the
+    /// rest pose carried by the character's bones, which max distance and backstops are
+    /// measured from ([`crate::attachment::Attachments::with_skin`] computes it). Substeps
+    /// interpolate from the last frame's.
+    pub fn set_skin_targets(&mut self, targets: &[DVec3]) -> Result<(), ClothError> {
+        let n = self.state.positions.len();
+        if targets.len() != n {
+            return Err(ClothError::LengthMismatch {
+                what: "skin targets",
+                expected: n,
+                found: targets.len(),
+            });
+        }
+        if let Some(i) = targets.iter().position(|p| !p.is_finite()) {
+            return Err(ClothError::NonFiniteInput { node: i });
+        }
+        if self.skin.start.len() != n {
+            self.skin = SkinFrame::still(&self.model.mesh, targets);
+        } else {
+            self.skin.set_target(&self.model.mesh, targets);
+        }
+        Ok(())
+    }
+
+    /// The skinned positions wanted at the end of the next frame (empty if none was ever
+    /// needed).
+    pub fn skin_targets(&self) -> &[DVec3] {
+        &self.skin.target
+    }
+
+    /// Whether the cloth is asleep: its nodes, pins, skin and nearby bodies stayed still for
+    /// [`SleepSettings::time`](crate::SleepSettings::time), and steps cost only the checks
+    /// that wake it (a pin or skin target that moves, a body near it that moves, a collider
+    /// added or removed, any change of state or settings).
+    pub fn is_sleeping(&self) -> bool {
+        self.sleep.asleep
+    }
+
+    /// Wakes the cloth (and restarts its stillness clock).
+    pub fn wake(&mut self) {
+        self.sleep = Sleep::default();
     }
 
     /// Contact settings (thickness, friction).
@@ -298,6 +390,8 @@ impl Cloth {
         self.state.has_history = false;
         // Forces that held the cloth where it was would push it from where it is now.
         self.contact_forces.clear();
+        self.limit_forces.clear();
+        self.wake();
         for (k, &p) in self.model.pins.iter().enumerate() {
             self.pin_start[k] = positions[p as usize];
             self.pin_target[k] = positions[p as usize];
@@ -321,6 +415,7 @@ impl Cloth {
         }
         self.state.velocities.copy_from_slice(velocities);
         self.state.has_history = false;
+        self.wake();
         Ok(())
     }
 
@@ -373,6 +468,8 @@ impl Cloth {
         for f in &mut self.contact_forces {
             f.force = transform.transform_vector(f.force);
         }
+        self.skin.transform(transform);
+        self.wake();
         Ok(())
     }
 
@@ -409,6 +506,17 @@ impl Cloth {
             });
         }
         let h = self.model.settings.substep();
+        if self.sleep.asleep {
+            if self.sleep.woken(self, colliders) {
+                self.wake();
+            } else {
+                self.accumulator = 0.0;
+                return Ok(StepReport {
+                    asleep: true,
+                    ..StepReport::default()
+                });
+            }
+        }
         self.accumulator += dt;
         let wanted = ((self.accumulator / h) + 1e-6).floor() as u64;
         let cap = self.settings.max_substeps_per_step() as u64;
@@ -419,6 +527,7 @@ impl Cloth {
             dropped_substeps: (wanted - run as u64).min(u32::MAX as u64) as u32,
             contacts: 0,
             recovered: false,
+            asleep: false,
         };
         if wanted > cap {
             self.accumulator = 0.0;
@@ -431,7 +540,9 @@ impl Cloth {
             &self.touching,
             &self.contact_forces,
             &mut self.contact_response,
+            &mut self.limit_forces,
             bodies,
+            self.limits.any(),
         );
         // Keep the positions to go back to if a non-finite value appears (reusing the buffer):
         // a recovery restarts the cloth at rest there, so nothing else of the state is needed.
@@ -445,8 +556,11 @@ impl Cloth {
             self.substep_with_pins_in_x_new(ws, colliders, s0, s);
         }
         self.touching.assign(ws.contact_pass.touching());
-        ws.contact_pass
-            .store(&mut self.contact_forces, &mut self.contact_response);
+        ws.contact_pass.store(
+            &mut self.contact_forces,
+            &mut self.contact_response,
+            &mut self.limit_forces,
+        );
         report.contacts = ws.contact_pass.last_contacts as u32;
         let st = &self.state;
         let finite = |v: &[DVec3]| v.iter().all(|p| p.is_finite());
@@ -465,15 +579,59 @@ impl Cloth {
                 .copy_from_slice(&self.state.positions);
             self.state.has_history = false;
             self.contact_forces.clear();
+            self.limit_forces.clear();
             self.recoveries += 1;
             report.recovered = true;
         }
         if run > 0 {
+            if self.limits.sleep.enabled && !report.recovered {
+                self.settle(run as f64 * h, &ws.last_good, colliders);
+                report.asleep = self.sleep.asleep;
+            }
             self.pin_start.copy_from_slice(&self.pin_target);
+            if self.skin.moving() {
+                self.skin.finish_frame();
+            }
         } else {
             report.iterations = 0;
         }
         Ok(report)
+    }
+
+    /// After a frame of `elapsed` seconds that began at `start`: counts the time every node,
+    /// pin, the skin and every nearby body stayed still, and puts the cloth to sleep (at rest,
+    /// history at rest) once that reaches the sleep time.
+    fn settle(&mut self, elapsed: f64, start: &[DVec3], colliders: &ColliderSet) {
+        let st = &self.limits.sleep;
+        let reach = st.speed * elapsed;
+        let (min, max) = bounds(&self.state.positions);
+        let still = self.pin_start == self.pin_target
+            && !self.skin.moving()
+            && !colliders.moved_near(min, max, self.contact.thickness + reach)
+            && self
+                .state
+                .positions
+                .iter()
+                .zip(start)
+                .all(|(a, b)| a.distance_squared(*b) <= reach * reach);
+        if !still {
+            self.sleep.still_for = 0.0;
+            return;
+        }
+        self.sleep.still_for += elapsed;
+        if self.sleep.still_for >= st.time {
+            let s = &mut self.state;
+            s.velocities.fill(DVec3::ZERO);
+            s.prev_velocities.fill(DVec3::ZERO);
+            s.prev_positions.copy_from_slice(&s.positions);
+            self.sleep = Sleep {
+                asleep: true,
+                still_for: self.sleep.still_for,
+                colliders: colliders.len(),
+                min,
+                max,
+            };
+        }
     }
 
     /// Runs exactly one fixed substep with pins jumping to their targets (for tests and tools that
@@ -485,15 +643,20 @@ impl Cloth {
                 &self.touching,
                 &self.contact_forces,
                 &mut self.contact_response,
+                &mut self.limit_forces,
                 false,
+                self.limits.any(),
             );
             for (i, &p) in self.model.pins.iter().enumerate() {
                 ws.x_new[p as usize] = self.pin_target[i];
             }
             self.substep_with_pins_in_x_new(ws, &ColliderSet::EMPTY, 0.0, 1.0);
             self.touching.assign(ws.contact_pass.touching());
-            ws.contact_pass
-                .store(&mut self.contact_forces, &mut self.contact_response);
+            ws.contact_pass.store(
+                &mut self.contact_forces,
+                &mut self.contact_response,
+                &mut self.limit_forces,
+            );
         });
         self.pin_start.copy_from_slice(&self.pin_target);
     }
@@ -514,6 +677,12 @@ impl Cloth {
             contact: &self.contact,
             colliders,
             span: (s0, s1),
+            limits: self.limits.any().then_some(LimitFrame {
+                settings: &self.limits,
+                tethers: &self.model.tethers,
+                skin: &self.skin,
+                pinned: &self.model.pinned_mask,
+            }),
         };
         if !substep(&inputs, &mut self.state, ws) {
             self.fault = true;
@@ -572,6 +741,7 @@ impl Cloth {
             accumulator: self.accumulator,
             touching: self.touching.to_vec(),
             contact_forces: self.contact_forces.clone(),
+            limit_forces: self.limit_forces.clone(),
         }
     }
 
@@ -608,7 +778,8 @@ impl Cloth {
             .chain(&snapshot.pin_start)
             .chain(&snapshot.pin_target)
             .chain(snapshot.contact_forces.iter().map(|f| &f.force))
-            .all(|v| v.is_finite());
+            .all(|v| v.is_finite())
+            && snapshot.limit_forces.iter().all(|f| f.is_finite());
         if !(finite && snapshot.accumulator.is_finite() && snapshot.accumulator >= 0.0) {
             return mismatch("non-finite values".into());
         }
@@ -641,6 +812,8 @@ impl Cloth {
         self.accumulator = snapshot.accumulator;
         self.touching.assign(&snapshot.touching);
         self.contact_forces.clone_from(&snapshot.contact_forces);
+        self.limit_forces.clone_from(&snapshot.limit_forces);
+        self.wake();
         Ok(())
     }
 
@@ -754,4 +927,34 @@ impl Cloth {
             .copied()
             .collect()
     }
+}
+
+/// A cloth's sleep: whether it is asleep, how long it has been still, and what it saw when it
+/// fell asleep (the colliders' count, its own bounds).
+#[derive(Debug, Clone, Copy, Default)]
+struct Sleep {
+    asleep: bool,
+    still_for: f64,
+    colliders: usize,
+    min: DVec3,
+    max: DVec3,
+}
+
+impl Sleep {
+    /// Whether something that touches the sleeping `cloth` moves this frame: a pin or skin
+    /// target, a body near it, or the collider set.
+    fn woken(&self, cloth: &Cloth, colliders: &ColliderSet) -> bool {
+        cloth.pin_start != cloth.pin_target
+            || cloth.skin.moving()
+            || colliders.len() != self.colliders
+            || colliders.moved_near(self.min, self.max, cloth.contact.thickness)
+    }
+}
+
+/// The box around `x`.
+fn bounds(x: &[DVec3]) -> (DVec3, DVec3) {
+    x.iter().fold(
+        (DVec3::splat(f64::INFINITY), DVec3::splat(f64::NEG_INFINITY)),
+        |(lo, hi), p| (lo.min(*p), hi.max(*p)),
+    )
 }

@@ -171,6 +171,18 @@ pub enum ClothError {
         /// Count given.
         found: usize,
     },
+    /// A per-node value out of its range (a painted radius, a distance).
+    #[error("{what}[{index}] = {value}: {reason}")]
+    BadNodeValue {
+        /// The per-node array, as in the settings field.
+        what: &'static str,
+        /// The node (index into the array).
+        index: usize,
+        /// The value found.
+        value: f64,
+        /// What it must be.
+        reason: &'static str,
+    },
     /// The system matrix could not be factored (it should always be positive definite; this
     /// points at absurd weights or masses).
     #[error("the system matrix could not be factored: {0}")]

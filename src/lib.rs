@@ -34,7 +34,7 @@
 //! |---|---|---|
 //! | `mesh/` | the artist's mesh and its 4:1 red/black subdivision | [`mesh`], [`obj`] (OBJ import: n-gons triangulated in their plane, seam vertices merged) |
 //! | `dynamics/` | energy, the prefactored matrix, the iterations | [`energy`] (constraint terms and their local projections), [`aero`] (wind, drag, lift, damping), `factor` (the sparse Cholesky, the only place faer is used), [`model`] (the prepared, shareable form), `solver` (local-global, L-BFGS, projected Newton), [`integrator`] (BDF2, backward Euler), [`equilibrium`] (static equilibrium: pre-settling, converged references), [`measures`] (strain, isometry, conformity, energy), [`workspace`] (preallocated memory) |
-//! | `contact/` | the character's bodies and contact | [`collision`] (kinematic capsules, spheres, planes; per-node frictional contact; the only place parry3d is used) |
+//! | `contact/` | the character's bodies and contact | [`collision`] (kinematic capsules, spheres, planes; per-node frictional contact; the only place parry3d is used), [`limits`] (tethers, max distance, backstops, sleeping) |
 //! | `character/` | what drives the cloth from a skeleton | [`attachment`] (pins on bones, skinning, teleports, inertia scaling), [`rig`] (the procedural test character) |
 //! | `engine/` | integration into a game | `ecs` (the bevy_ecs adapter), `scenario` (the scenario runner), [`tuning`] (budgets per platform from measured runs), [`worker`] (stepping on a worker thread, the only place crossbeam is used) |
 //! | (root) | the façade and shared pieces | [`cloth`] (a cloth's state and its `step`), [`error`], [`load`] (settings files with errors at the line) |
@@ -56,7 +56,7 @@ pub mod load;
 pub mod mesh;
 
 pub use character::{attachment, rig};
-pub use contact::collision;
+pub use contact::{collision, limits};
 #[doc(hidden)]
 pub use dynamics::stages;
 pub use dynamics::{aero, energy, equilibrium, integrator, measures, model, workspace};
@@ -77,6 +77,7 @@ pub use equilibrium::RelaxReport;
 pub use error::{ClothError, MeshError, ObjError, PolygonError, RonError};
 pub use glam;
 pub use integrator::Integrator;
+pub use limits::{LimitSettings, SleepSettings};
 pub use measures::Measures;
 pub use mesh::{BaseMesh, ClothMesh, Discretization, StrainEdge};
 pub use model::{ClothModel, ModelStats, SolverMethod, SolverSettings};

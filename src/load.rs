@@ -133,6 +133,7 @@ mod checks {
         crate::Aerodynamics,
         crate::Material,
         crate::AttachmentSettings,
-        crate::ColliderShape
+        crate::ColliderShape,
+        crate::LimitSettings
     );
 }

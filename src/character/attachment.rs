@@ -130,6 +130,12 @@ pub enum AttachError {
         /// Poses given.
         found: usize,
     },
+    /// A skin ([`Attachments::with_skin`]) that leaves a node out.
+    #[error("the skin leaves node {node} out (every node needs influences)")]
+    NotSkinned {
+        /// The first node left out.
+        node: u32,
+    },
     /// A setting out of range.
     #[error("attachment setting {name}: {reason}")]
     BadSetting {
@@ -143,10 +149,11 @@ pub enum AttachError {
     Cloth(#[from] ClothError),
 }
 
-/// Attached nodes, their bind-time offsets per bone, and the anchor's last pose.
-#[derive(Debug, Clone)]
-pub struct Attachments {
-    /// Attached nodes, sorted (the cloth's pin order).
+/// Linear blend skinning of some of a cloth's nodes: each node's offset in the frame of each
+/// bone that influences it, at bind time.
+#[derive(Debug, Clone, Default)]
+struct Skin {
+    /// Skinned nodes, sorted.
     nodes: Vec<u32>,
     /// `ranges[k]..ranges[k + 1]`: the influences of `nodes[k]`.
     ranges: Vec<u32>,
@@ -154,61 +161,22 @@ pub struct Attachments {
     weights: Vec<f64>,
     /// Node position in the bone's frame at bind time.
     offsets: Vec<DVec3>,
-    bone_count: usize,
-    anchor: u32,
-    last_anchor: Option<Pose>,
-    settings: AttachmentSettings,
-    targets: Vec<DVec3>,
 }
 
-fn check_poses(poses: &[Pose], expected: usize) -> Result<(), AttachError> {
-    if poses.len() != expected {
-        return Err(AttachError::PoseCount {
-            expected,
-            found: poses.len(),
-        });
-    }
-    match poses.iter().position(|p| !p.is_valid()) {
-        Some(bone) => Err(AttachError::BadPose { bone }),
-        None => Ok(()),
-    }
-}
-
-impl Attachments {
-    /// Binds `nodes` of `cloth` (each with its bone influences) at the cloth's current positions
-    /// and the bones' `bind_poses`. `anchor` is the bone whose motion decides teleports and
-    /// inertia scaling (the root). Every check happens here; nothing is bound on error.
-    pub fn bind(
-        cloth: &Cloth,
+impl Skin {
+    /// Binds `nodes` (each with its influences) at positions `x` and `bind_poses` (checked).
+    fn bind(
+        x: &[DVec3],
         nodes: &[(u32, Vec<Influence>)],
         bind_poses: &[Pose],
-        anchor: u32,
-        settings: AttachmentSettings,
     ) -> Result<Self, AttachError> {
-        settings.validate()?;
         let bone_count = bind_poses.len();
-        check_poses(bind_poses, bone_count)?;
-        if anchor as usize >= bone_count {
-            return Err(AttachError::NoSuchBone {
-                node: u32::MAX,
-                bone: anchor,
-                count: bone_count,
-            });
-        }
-        let x = cloth.positions();
         let mut order: Vec<usize> = (0..nodes.len()).collect();
         order.sort_by_key(|&k| nodes[k].0);
         let mut out = Self {
             nodes: Vec::with_capacity(nodes.len()),
             ranges: vec![0],
-            bones: Vec::new(),
-            weights: Vec::new(),
-            offsets: Vec::new(),
-            bone_count,
-            anchor,
-            last_anchor: None,
-            settings,
-            targets: Vec::with_capacity(nodes.len()),
+            ..Self::default()
         };
         for k in order {
             let (node, influences) = &nodes[k];
@@ -247,13 +215,118 @@ impl Attachments {
             out.nodes.push(node);
             out.ranges.push(out.bones.len() as u32);
         }
-        out.last_anchor = Some(bind_poses[anchor as usize]);
         Ok(out)
+    }
+
+    /// The skinned position of every node for `poses` (checked), in node order, into `out`.
+    fn evaluate(&self, poses: &[Pose], out: &mut Vec<DVec3>) {
+        out.clear();
+        for k in 0..self.nodes.len() {
+            let (s, e) = (self.ranges[k] as usize, self.ranges[k + 1] as usize);
+            let mut t = DVec3::ZERO;
+            for j in s..e {
+                t += self.weights[j]
+                    * poses[self.bones[j] as usize].transform_point(self.offsets[j]);
+            }
+            out.push(t);
+        }
+    }
+}
+
+/// Attached nodes, their bind-time offsets per bone, and the anchor's last pose; optionally
+/// the skinning of every node (for max distance and backstops, [`crate::limits`]).
+#[derive(Debug, Clone)]
+pub struct Attachments {
+    /// The attached nodes (the cloth's pin order).
+    pins: Skin,
+    /// Every node of the cloth, if skinned ([`Attachments::with_skin`]).
+    skin: Option<Skin>,
+    bone_count: usize,
+    anchor: u32,
+    last_anchor: Option<Pose>,
+    settings: AttachmentSettings,
+    targets: Vec<DVec3>,
+    skin_targets: Vec<DVec3>,
+}
+
+fn check_poses(poses: &[Pose], expected: usize) -> Result<(), AttachError> {
+    if poses.len() != expected {
+        return Err(AttachError::PoseCount {
+            expected,
+            found: poses.len(),
+        });
+    }
+    match poses.iter().position(|p| !p.is_valid()) {
+        Some(bone) => Err(AttachError::BadPose { bone }),
+        None => Ok(()),
+    }
+}
+
+impl Attachments {
+    /// Binds `nodes` of `cloth` (each with its bone influences) at the cloth's current positions
+    /// and the bones' `bind_poses`. `anchor` is the bone whose motion decides teleports and
+    /// inertia scaling (the root). Every check happens here; nothing is bound on error.
+    pub fn bind(
+        cloth: &Cloth,
+        nodes: &[(u32, Vec<Influence>)],
+        bind_poses: &[Pose],
+        anchor: u32,
+        settings: AttachmentSettings,
+    ) -> Result<Self, AttachError> {
+        settings.validate()?;
+        let bone_count = bind_poses.len();
+        check_poses(bind_poses, bone_count)?;
+        if anchor as usize >= bone_count {
+            return Err(AttachError::NoSuchBone {
+                node: u32::MAX,
+                bone: anchor,
+                count: bone_count,
+            });
+        }
+        let pins = Skin::bind(cloth.positions(), nodes, bind_poses)?;
+        Ok(Self {
+            targets: Vec::with_capacity(pins.nodes.len()),
+            pins,
+            skin: None,
+            bone_count,
+            anchor,
+            last_anchor: Some(bind_poses[anchor as usize]),
+            settings,
+            skin_targets: Vec::new(),
+        })
+    }
+
+    /// Also skins every node of `cloth` (each with its influences, at the cloth's current
+    /// positions and the bones' `bind_poses`, which should be those of [`Attachments::bind`]):
+    /// from then on [`Attachments::apply`] hands the cloth its skinned pose each frame
+    /// ([`Cloth::set_skin_targets`]), which max distance and backstops are measured from. Every
+    /// node must be listed once.
+    pub fn with_skin(
+        mut self,
+        cloth: &Cloth,
+        nodes: &[(u32, Vec<Influence>)],
+        bind_poses: &[Pose],
+    ) -> Result<Self, AttachError> {
+        check_poses(bind_poses, self.bone_count)?;
+        let skin = Skin::bind(cloth.positions(), nodes, bind_poses)?;
+        let count = cloth.positions().len();
+        if let Some(missing) = (0..count as u32).find(|&i| skin.nodes.get(i as usize) != Some(&i)) {
+            return Err(AttachError::NotSkinned { node: missing });
+        }
+        self.skin_targets = Vec::with_capacity(count);
+        self.skin = Some(skin);
+        Ok(self)
     }
 
     /// Attached nodes, sorted: the pin set the cloth needs ([`Cloth::set_pins`]).
     pub fn nodes(&self) -> &[u32] {
-        &self.nodes
+        &self.pins.nodes
+    }
+
+    /// The skinned position of every node at the last [`Attachments::apply`] (empty without
+    /// [`Attachments::with_skin`]).
+    pub fn skin_targets(&self) -> &[DVec3] {
+        &self.skin_targets
     }
 
     /// The settings in force.
@@ -271,16 +344,7 @@ impl Attachments {
     /// Skinned target of every attached node for `poses`, in [`Attachments::nodes`] order.
     pub fn targets(&mut self, poses: &[Pose]) -> Result<&[DVec3], AttachError> {
         check_poses(poses, self.bone_count)?;
-        self.targets.clear();
-        for k in 0..self.nodes.len() {
-            let (s, e) = (self.ranges[k] as usize, self.ranges[k + 1] as usize);
-            let mut t = DVec3::ZERO;
-            for j in s..e {
-                t += self.weights[j]
-                    * poses[self.bones[j] as usize].transform_point(self.offsets[j]);
-            }
-            self.targets.push(t);
-        }
+        self.pins.evaluate(poses, &mut self.targets);
         Ok(&self.targets)
     }
 
@@ -290,7 +354,7 @@ impl Attachments {
     /// poses are refused before anything changes. Returns whether the cloth was teleported.
     pub fn apply(&mut self, cloth: &mut Cloth, poses: &[Pose]) -> Result<bool, AttachError> {
         check_poses(poses, self.bone_count)?;
-        if cloth.pins() != self.nodes.as_slice() {
+        if cloth.pins() != self.pins.nodes.as_slice() {
             return Err(AttachError::Cloth(ClothError::InvalidSetting {
                 name: "pins",
                 reason: "the cloth's pins are not the attached nodes (call Cloth::set_pins)".into(),
@@ -320,6 +384,10 @@ impl Attachments {
         self.last_anchor = Some(anchor);
         self.targets(poses)?;
         cloth.set_pin_targets(&self.targets)?;
+        if let Some(skin) = &self.skin {
+            skin.evaluate(poses, &mut self.skin_targets);
+            cloth.set_skin_targets(&self.skin_targets)?;
+        }
         Ok(teleported)
     }
 }

@@ -320,7 +320,9 @@ pub fn demo_cape(settings: SolverSettings) -> Result<Cloth, ClothError> {
 }
 
 /// Skins `cloth`'s pins to the shoulders ([`shoulder_bindings`]) of a character at bind
-/// `poses` (bone 0 its root), with the demo's inertia scales: linear 0.8, angular 0.6.
+/// `poses` (bone 0 its root), with the demo's inertia scales: linear 0.8, angular 0.6; every
+/// node is skinned the same way ([`Attachments::with_skin`]), so that max distance and
+/// backstops ([`demo_cape_limits`]) follow the character.
 pub fn demo_cape_attachments(
     cloth: &Cloth,
     poses: &[Pose],
@@ -332,7 +334,48 @@ pub fn demo_cape_attachments(
         angular_inertia: 0.6,
         ..Default::default()
     };
-    Attachments::bind(cloth, &bindings, poses, 0, settings)
+    let all: Vec<u32> = (0..cloth.positions().len() as u32).collect();
+    let skin = shoulder_bindings(cloth.positions(), &all, &root);
+    Attachments::bind(cloth, &bindings, poses, 0, settings)?.with_skin(cloth, &skin, poses)
+}
+
+/// Game constraints for a cape hanging from a collar (`cloth` at its rest pose, gravity
+/// along -y): max distance painted from 0 at the collar (its highest nodes) to `hem_radius`
+/// at the hem (its lowest), linear in rest height, and a backstop `backstop_distance` behind
+/// the skinned surface on the body's side (a sphere of 1 m, nearly a plane), the body lying on
+/// the side the render normal points to when `body_along_normal`.
+pub fn cape_limits(
+    cloth: &Cloth,
+    hem_radius: f32,
+    backstop_distance: f32,
+    body_along_normal: bool,
+) -> crate::LimitSettings {
+    let x = cloth.positions();
+    let (lo, hi) = x
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), p| {
+            (lo.min(p.y), hi.max(p.y))
+        });
+    let span = (hi - lo).max(1e-9);
+    let max_distance = x
+        .iter()
+        .map(|p| hem_radius * ((hi - p.y) / span) as f32)
+        .collect();
+    let n = x.len();
+    crate::LimitSettings {
+        max_distance,
+        backstop_distance: vec![backstop_distance; n],
+        backstop_radius: vec![1.0; n],
+        backstop_flip: body_along_normal,
+        ..Default::default()
+    }
+}
+
+/// The demo cape's constraints ([`cape_limits`]): max distance from 0 at the collar to 0.4 m
+/// at the hem, and a backstop 1 cm behind its skinned pose, toward the back (the cape's render
+/// normal points at the body).
+pub fn demo_cape_limits(cloth: &Cloth) -> crate::LimitSettings {
+    cape_limits(cloth, 0.4, 0.01, true)
 }
 
 /// Random motion for soak tests: every 1-6 s the character switches to walking (30 %),

@@ -34,6 +34,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::flags::NodeFlags;
+use crate::limits::NodeLimit;
 
 /// A rigid pose: rotation then translation (world = rotation * local + translation).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -326,6 +327,16 @@ impl ColliderSet {
         self.entries
             .get(id)
             .map(|e| e.previous.interpolate(&e.current, s))
+    }
+
+    /// Whether a collider that moved this frame comes within `margin` of the box `min..max`,
+    /// plus the broad phase's allowance (2 cm): sleeping cloths wake on it.
+    pub(crate) fn moved_near(&self, min: DVec3, max: DVec3, margin: f64) -> bool {
+        let b = Aabb { min, max }.inflate(SLACK);
+        self.entries.iter().any(|e| {
+            e.previous != e.current
+                && Swept::new(e.shape, &e.previous, &e.current, margin).overlaps(&b)
+        })
     }
 
     /// Signed distance of `p` from the surface of collider `id` at the end of the frame
@@ -632,8 +643,10 @@ impl Body {
 pub(crate) struct Candidate {
     /// Cloth node.
     pub node: u32,
-    /// Collider index.
+    /// Collider index, or with `limit` the index of the substep's [`NodeLimit`].
     pub body: u32,
+    /// Whether this is a game constraint ([`crate::limits`]): frictionless, not a contact.
+    pub limit: bool,
     /// The force the body pushes the node with (world, newtons): normal and friction parts,
     /// carried over from iteration to iteration and from substep to substep.
     pub force: DVec3,
@@ -733,6 +746,12 @@ pub(crate) struct ContactPass {
     w_max: f64,
     /// The cloth's last measurement (swapped in by `load`, out by `store`).
     cache: ResponseCache,
+    /// The substep's game constraints in node order (filled before [`ContactPass::prepare`];
+    /// see [`crate::limits`]).
+    pub limits: Vec<NodeLimit>,
+    /// Per limit: the force (newtons, along its push) it ended the last substep with; the
+    /// cloth's (swapped in by `load`, out by `store`).
+    limit_warm: Vec<f64>,
 }
 
 impl std::fmt::Debug for Body {
@@ -849,14 +868,20 @@ impl ContactPass {
     /// (the step has colliders) it also reserves room for every node being a candidate, so that
     /// the passes of this step allocate only when a node meets several bodies at once; a
     /// workspace that never steps a cloth among bodies does not hold that room.
+    /// With `limits` (the cloth has game constraints) it sizes the per-node forces and takes
+    /// the cloth's last limit forces (`limit_forces`, swapped in).
     pub(crate) fn load(
         &mut self,
         touching: &NodeFlags,
         forces: &[ContactForce],
         cache: &mut ResponseCache,
+        limit_forces: &mut Vec<f64>,
         bodies: bool,
+        limits: bool,
     ) {
         std::mem::swap(&mut self.cache, cache);
+        std::mem::swap(&mut self.limit_warm, limit_forces);
+        self.limits.clear();
         self.was_touching.clear();
         self.was_touching.extend(touching.iter());
         let nodes = self.was_touching.len();
@@ -876,9 +901,11 @@ impl ContactPass {
                     self.warm_body[i] = f.body;
                 }
             }
+            self.touched.reserve(nodes);
+        }
+        if bodies || limits {
             self.node_force.resize(nodes, DVec3::ZERO);
             self.candidates.reserve(nodes);
-            self.touched.reserve(nodes);
         }
     }
 
@@ -886,8 +913,15 @@ impl ContactPass {
     /// pushes, for the next step's warm start (empty after a step without bodies). The list keeps
     /// its memory: it grows to the most nodes ever in contact at once, then holds.
     /// The cloth's [`ResponseCache`] goes back to it.
-    pub(crate) fn store(&mut self, forces: &mut Vec<ContactForce>, cache: &mut ResponseCache) {
+    /// The limit forces go back to `limit_forces`.
+    pub(crate) fn store(
+        &mut self,
+        forces: &mut Vec<ContactForce>,
+        cache: &mut ResponseCache,
+        limit_forces: &mut Vec<f64>,
+    ) {
         std::mem::swap(&mut self.cache, cache);
+        std::mem::swap(&mut self.limit_warm, limit_forces);
         forces.clear();
         for (i, (&body, &force)) in self.warm_body.iter().zip(&self.warm_force).enumerate() {
             if body != u32::MAX {
@@ -901,8 +935,9 @@ impl ContactPass {
     }
 
     /// Broad phase for a substep spanning fractions `s0..s1` of the frame: which free nodes
-    /// (moving from `x_start` toward `x_pred`) may touch which colliders. Each candidate starts
-    /// from the force its node ended the last substep with against the same body.
+    /// (moving from `x_start` toward `x_pred`) may touch which colliders, and which may reach
+    /// the boundary of one of their [`ContactPass::limits`]. Each candidate starts from the
+    /// force its node ended the last substep with against the same body (or limit).
     #[allow(clippy::too_many_arguments)]
     pub fn prepare(
         &mut self,
@@ -925,12 +960,75 @@ impl ContactPass {
         self.impacts = 0;
         self.max_push = settings.max_depenetration_speed * h;
         self.friction = settings.friction;
-        if !settings.enabled || colliders.is_empty() {
+        if self.limit_warm.len() != self.limits.len() {
+            // Another limit set (the settings or the pins changed): no warm start.
+            self.limit_warm.clear();
+            self.limit_warm.resize(self.limits.len(), 0.0);
+        }
+        if settings.enabled && !colliders.is_empty() {
+            self.near_bodies(colliders, settings, s0, s1, free_nodes, x_start, x_pred);
+        } else {
             self.was_touching.fill(false);
+        }
+        if self.near.is_empty() {
             self.warm_force.fill(DVec3::ZERO);
             self.warm_body.fill(u32::MAX);
-            return;
+            if self.limits.is_empty() {
+                return;
+            }
         }
+        let mut next_limit = 0;
+        for &i in free_nodes {
+            let (a, b) = (x_start[i as usize], x_pred[i as usize]);
+            let slack = SLACK + a.distance(b);
+            if !self.near.is_empty() {
+                self.body_candidates(i, a, b, slack);
+            }
+            while next_limit < self.limits.len() && self.limits[next_limit].node <= i {
+                let k = next_limit;
+                next_limit += 1;
+                let l = &self.limits[k];
+                if l.node < i {
+                    continue; // a limit on a pinned node
+                }
+                if !l.may_reach(a, b, slack) && self.limit_warm[k] == 0.0 {
+                    continue;
+                }
+                self.candidates.push(Candidate {
+                    node: i,
+                    body: k as u32,
+                    limit: true,
+                    force: self.limit_warm[k] * l.gap(b).1,
+                    gap: f64::INFINITY,
+                    normal: DVec3::ZERO,
+                    engaged: false,
+                    compliance: 0.0,
+                    measured: false,
+                    prev_gap: f64::NAN,
+                    overshoot: 0.0,
+                    p0: DVec3::ZERO,
+                    carried: DVec3::ZERO,
+                    start: None,
+                });
+            }
+        }
+        self.sum_forces();
+        self.response_set = 0;
+        self.w_max = 0.0;
+    }
+
+    /// The bodies of the substep, and which come near the cloth (`near`).
+    #[allow(clippy::too_many_arguments)]
+    fn near_bodies(
+        &mut self,
+        colliders: &ColliderSet,
+        settings: &ContactSettings,
+        s0: f64,
+        s1: f64,
+        free_nodes: &[u32],
+        x_start: &[DVec3],
+        x_pred: &[DVec3],
+    ) {
         let margin = settings.thickness + SLACK;
         let mut cloth = Aabb::EMPTY;
         for &i in free_nodes {
@@ -953,48 +1051,42 @@ impl ContactPass {
                 self.near.push(c as u32);
             }
         }
-        if self.near.is_empty() {
-            self.warm_force.fill(DVec3::ZERO);
-            self.warm_body.fill(u32::MAX);
-            return;
-        }
-        for &i in free_nodes {
-            let (a, b) = (x_start[i as usize], x_pred[i as usize]);
-            let slack = SLACK + a.distance(b);
-            let node = Aabb {
-                min: a.min(b) - DVec3::splat(slack),
-                max: a.max(b) + DVec3::splat(slack),
-            };
-            for &c in &self.near {
-                if self.swept[c as usize].overlaps(&node) {
-                    let warm = self.warm_body[i as usize] == c;
-                    let (b0, b1) = (&self.bodies0[c as usize], &self.bodies1[c as usize]);
-                    let p0 = b0.pose.inverse_transform_point(x_start[i as usize]);
-                    self.candidates.push(Candidate {
-                        node: i,
-                        body: c,
-                        force: if warm {
-                            self.warm_force[i as usize]
-                        } else {
-                            DVec3::ZERO
-                        },
-                        gap: f64::INFINITY,
-                        normal: DVec3::ZERO,
-                        engaged: false,
-                        compliance: 0.0,
-                        measured: false,
-                        prev_gap: f64::NAN,
-                        overshoot: 0.0,
-                        p0,
-                        carried: b1.pose.transform_point(p0),
-                        start: b1.start_depth(p0),
-                    });
-                }
+    }
+
+    /// Candidates of node `i` (moving from `a` toward `b`, tested within `slack` of its path)
+    /// against the nearby bodies.
+    fn body_candidates(&mut self, i: u32, a: DVec3, b: DVec3, slack: f64) {
+        let node = Aabb {
+            min: a.min(b) - DVec3::splat(slack),
+            max: a.max(b) + DVec3::splat(slack),
+        };
+        for &c in &self.near {
+            if self.swept[c as usize].overlaps(&node) {
+                let warm = self.warm_body[i as usize] == c;
+                let (b0, b1) = (&self.bodies0[c as usize], &self.bodies1[c as usize]);
+                let p0 = b0.pose.inverse_transform_point(a);
+                self.candidates.push(Candidate {
+                    node: i,
+                    body: c,
+                    limit: false,
+                    force: if warm {
+                        self.warm_force[i as usize]
+                    } else {
+                        DVec3::ZERO
+                    },
+                    gap: f64::INFINITY,
+                    normal: DVec3::ZERO,
+                    engaged: false,
+                    compliance: 0.0,
+                    measured: false,
+                    prev_gap: f64::NAN,
+                    overshoot: 0.0,
+                    p0,
+                    carried: b1.pose.transform_point(p0),
+                    start: b1.start_depth(p0),
+                });
             }
         }
-        self.sum_forces();
-        self.response_set = 0;
-        self.w_max = 0.0;
     }
 
     /// `node_force` from the candidates' forces.
@@ -1012,6 +1104,12 @@ impl ContactPass {
         !self.candidates.is_empty()
     }
 
+    /// Whether the substep has game constraints (the last pass then runs even without
+    /// candidates, to keep every limit).
+    pub fn has_limits(&self) -> bool {
+        !self.limits.is_empty()
+    }
+
     /// First half of a contact iteration at the iterate `x` (after a global solve): each
     /// candidate's gap and normal, and which candidates form the contact set (pushed or
     /// inside). Returns whether the set has changed enough since the collective compliance
@@ -1020,12 +1118,16 @@ impl ContactPass {
         let mut engaged = 0usize;
         for c in &mut self.candidates {
             let i = c.node as usize;
-            let b1 = &self.bodies1[c.body as usize];
-            let p1 = b1.pose.inverse_transform_point(x[i]);
-            let g = b1.gap_from(c.p0, c.start, p1, self.max_push);
-            c.gap = g.gap;
-            c.normal = b1.pose.transform_vector(g.normal);
-            c.engaged = c.force != DVec3::ZERO || g.gap < 0.0;
+            if c.limit {
+                (c.gap, c.normal) = self.limits[c.body as usize].gap(x[i]);
+            } else {
+                let b1 = &self.bodies1[c.body as usize];
+                let p1 = b1.pose.inverse_transform_point(x[i]);
+                let g = b1.gap_from(c.p0, c.start, p1, self.max_push);
+                c.gap = g.gap;
+                c.normal = b1.pose.transform_vector(g.normal);
+            }
+            c.engaged = c.force != DVec3::ZERO || c.gap < 0.0;
             engaged += c.engaged as usize;
         }
         // Measured again when the set grew by a fifth (an impact spreading) or more.
@@ -1136,8 +1238,9 @@ impl ContactPass {
     /// the local-global and L-BFGS loops answer a push more softly than `K` alone (the local
     /// step follows the pushed node), by 2-3 times on the cape's back (measured: a lone node
     /// on a shoulder blade flipping between 0 and 60 N each iteration, gaps -1.8 / +2.9 mm).
+    ///
+    /// A limit ([`crate::limits`]) is frictionless: its force stays along its push.
     pub fn update(&mut self, x: &[DVec3], compliance: &[f64]) {
-        let mu = self.friction;
         for c in &mut self.candidates {
             if !c.engaged {
                 continue;
@@ -1159,6 +1262,11 @@ impl ContactPass {
                 continue;
             }
             let rn = (rn - c.gap / w).max(0.0);
+            if c.limit {
+                c.force = rn * n;
+                continue;
+            }
+            let mu = self.friction;
             // Slip: the node's motion over the substep relative to the surface point it
             // started on.
             let rel = x[i] - c.carried;
@@ -1174,12 +1282,28 @@ impl ContactPass {
         self.sum_forces();
     }
 
-    /// Flags the nodes that the last projection put on a body.
+    /// Flags the nodes that the last projection put on a body or a limit.
     fn mark_held(&mut self, moved: &[bool]) {
         self.held.fill(false);
         for (c, &m) in self.candidates.iter().zip(moved) {
             self.held[c.node as usize] |= m;
         }
+    }
+
+    /// Puts every node outside one of its limits on it, candidate or not (the iterations can
+    /// carry a node farther than the broad phase's allowance), flagging it in `held`. Returns
+    /// whether any moved.
+    fn clamp_limits(&mut self, x: &mut [DVec3]) -> bool {
+        let mut any = false;
+        for l in &self.limits {
+            let i = l.node as usize;
+            if let Some(q) = l.project(x[i]) {
+                x[i] = q;
+                self.held[i] = true;
+                any = true;
+            }
+        }
+        any
     }
 
     /// Puts every candidate node still inside its body on the surface: nodes on their own side
@@ -1188,6 +1312,13 @@ impl ContactPass {
     fn push_out_all(&self, x: &mut [DVec3], moved: &mut [bool]) {
         for (k, c) in self.candidates.iter().enumerate() {
             let i = c.node as usize;
+            if c.limit {
+                if let Some(q) = self.limits[c.body as usize].project(x[i]) {
+                    x[i] = q;
+                    moved[k] = true;
+                }
+                continue;
+            }
             let b1 = &self.bodies1[c.body as usize];
             let p0 = c.p0;
             let p1 = b1.pose.inverse_transform_point(x[i]);
@@ -1227,12 +1358,22 @@ impl ContactPass {
         scratch_moved.resize(self.candidates.len(), false);
         self.push_out_all(x, scratch_moved);
         self.mark_held(scratch_moved);
-        restore(x, &self.held);
-        self.push_out_all(x, scratch_moved);
+        // Without candidates (only limits, all slack at the broad phase) the linear constraints
+        // are repaired only if a limit moved a node, so that slack limits change nothing.
+        if self.clamp_limits(x) || self.active() {
+            restore(x, &self.held);
+            self.push_out_all(x, scratch_moved);
+            self.clamp_limits(x);
+        }
         self.touched.clear();
         self.impacts = 0;
+        self.limit_warm.fill(0.0);
         for (k, c) in self.candidates.iter().enumerate() {
             let i = c.node as usize;
+            if c.limit {
+                self.limit_warm[c.body as usize] = c.force.length();
+                continue;
+            }
             let (b0, b1) = (
                 &self.bodies0[c.body as usize],
                 &self.bodies1[c.body as usize],
@@ -1257,7 +1398,7 @@ impl ContactPass {
         // Warm start of the next substep: each node's strongest pushing contact.
         self.warm_body.fill(u32::MAX);
         self.warm_force.fill(DVec3::ZERO);
-        for c in &self.candidates {
+        for c in self.candidates.iter().filter(|c| !c.limit) {
             let i = c.node as usize;
             if c.force != DVec3::ZERO
                 && (self.warm_body[i] == u32::MAX
@@ -1341,6 +1482,7 @@ mod tests {
         let candidate = |node: u32, engaged: bool| Candidate {
             node,
             body: 0,
+            limit: false,
             force: DVec3::ZERO,
             gap: 0.0,
             normal: DVec3::Y,

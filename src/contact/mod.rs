@@ -1,5 +1,7 @@
 //! Contact: the character's bodies (kinematic capsules, spheres and planes, posed by the game
 //! every frame), the broad phase, and the per-node frictional contact forces the solver's
-//! iterations correct (`collision`; the only place parry3d is used).
+//! iterations correct (`collision`; the only place parry3d is used), and the game constraints
+//! solved the same way (`limits`: tethers, max distance, backstops; sleeping).
 
 pub mod collision;
+pub mod limits;

@@ -195,6 +195,8 @@ pub struct ClothModel {
     /// solve, the rest of the cloth following (m/N; zero for pinned nodes). Contact forces are
     /// updated with it (see [`crate::collision`]).
     pub(crate) compliance: Vec<f64>,
+    /// Each free node's nearest pin and rest geodesic distance to it (the tethers).
+    pub(crate) tethers: crate::limits::Tethers,
     /// `K` itself, assembled on first use ([`ClothModel::system`]; the factor's tests).
     #[cfg(test)]
     pub(crate) system: std::sync::OnceLock<CsrMatrix>,
@@ -282,6 +284,7 @@ impl ClothModel {
         for &p in &pins {
             pinned_mask[p as usize] = true;
         }
+        let tethers = crate::limits::Tethers::new(&mesh, &pins);
         Ok(Arc::new(Self {
             mesh,
             material,
@@ -296,6 +299,7 @@ impl ClothModel {
             symbolic,
             factor,
             compliance,
+            tethers,
             #[cfg(test)]
             system: std::sync::OnceLock::new(),
             stats,
@@ -332,6 +336,11 @@ impl ClothModel {
     /// Pinned nodes, sorted.
     pub fn pins(&self) -> &[u32] {
         &self.pins
+    }
+    /// Each free node's tether: its nearest pin over the mesh and the rest geodesic distance
+    /// to it (shared by every cloth of this model).
+    pub fn tethers(&self) -> &crate::limits::Tethers {
+        &self.tethers
     }
     /// Sizes and build cost.
     pub fn stats(&self) -> &ModelStats {

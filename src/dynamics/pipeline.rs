@@ -11,6 +11,7 @@ use glam::DVec3;
 use crate::aero::Aerodynamics;
 use crate::collision::{ColliderSet, ContactSettings};
 use crate::integrator::{History, Scheme, predict, velocity};
+use crate::limits::LimitFrame;
 use crate::model::{ClothModel, SolverSettings};
 use crate::solver::{Contact, solve_substep};
 use crate::workspace::Workspace;
@@ -45,6 +46,8 @@ pub(crate) struct SubstepInputs<'a> {
     pub colliders: &'a ColliderSet,
     /// The fractions of the frame the substep spans (for the bodies' poses).
     pub span: (f64, f64),
+    /// The cloth's game constraints, if it has any.
+    pub limits: Option<LimitFrame<'a>>,
 }
 
 /// One substep of `state`; pinned entries of `ws.x_new` already hold their positions for the
@@ -109,6 +112,10 @@ pub(crate) fn substep(
     // Initial guess: the prediction for free nodes.
     for &node in &model.free_nodes {
         ws.x_new[node as usize] = ws.scratch.x_tilde[node as usize];
+    }
+    match &inputs.limits {
+        Some(frame) => frame.build(inputs.span.1, &ws.x_new, &mut ws.contact_pass.limits),
+        None => ws.contact_pass.limits.clear(),
     }
     ws.contact_pass.prepare(
         inputs.colliders,

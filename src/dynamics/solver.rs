@@ -204,7 +204,7 @@ pub(crate) fn solve_substep(
             )
         }
     }
-    if contact.pass.active() {
+    if contact.pass.active() || contact.pass.has_limits() {
         contact.pass.finish(
             contact.x_start,
             x,

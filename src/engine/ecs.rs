@@ -51,6 +51,7 @@ use crate::attachment::{AttachError, Attachments};
 use crate::cloth::{Cloth, StepReport};
 use crate::collision::{ColliderId, ColliderSet, ColliderShape, ContactSettings, Pose};
 use crate::error::ClothError;
+use crate::limits::LimitSettings;
 use crate::load::{checked, count, positive, vector};
 use crate::model::{SolverMethod, SolverSettings};
 
@@ -257,6 +258,10 @@ pub struct ClothConfig {
     /// teleported, not swept through the space between. Default 1 m (60 m/s at 60 Hz).
     #[serde(deserialize_with = "positive::<_, 10_000>")]
     pub collider_teleport_distance: f64,
+    /// Game constraints and sleeping (default: none, never asleep). Per-node arrays must fit
+    /// every cloth the config applies to: give them in a [`ClothConfigOverride`].
+    #[serde(deserialize_with = "checked")]
+    pub limits: LimitSettings,
 }
 
 impl Default for ClothConfig {
@@ -268,17 +273,19 @@ impl Default for ClothConfig {
             contact: ContactSettings::default(),
             aero: Aerodynamics::default(),
             collider_teleport_distance: 1.0,
+            limits: LimitSettings::default(),
         }
     }
 }
 
 impl ClothConfig {
-    /// Checks every setting: the budget at this timestep and gravity, contact, air, and a
-    /// finite positive teleport distance.
+    /// Checks every setting: the budget at this timestep and gravity, contact, air, limits,
+    /// and a finite positive teleport distance.
     pub fn validate(&self) -> Result<(), ClothError> {
         self.budget.settings(self.timestep, self.gravity)?;
         self.contact.validate()?;
         self.aero.validate()?;
+        self.limits.validate()?;
         crate::error::positive(
             "collider_teleport_distance",
             self.collider_teleport_distance,
@@ -504,6 +511,9 @@ fn configure(cloth: &mut Cloth, config: &ClothConfig) -> Result<(), ClothError> 
     }
     if cloth.aerodynamics() != &config.aero {
         cloth.set_aerodynamics(config.aero)?;
+    }
+    if cloth.limit_settings() != &config.limits {
+        cloth.set_limit_settings(config.limits.clone())?;
     }
     Ok(())
 }

@@ -3,8 +3,8 @@
 //! A scenario names a base mesh (an OBJ file, or a generated rectangle or disc), where it is
 //! placed, which vertices are pinned (indices or a box), the material, the budget preset,
 //! colliders with their motion (static, keyframed, or the built-in character of [`crate::rig`]),
-//! whether pins follow the character's chest and clavicles, gravity, wind, contact settings and
-//! the frame count. See `scenarios/*.ron` and the `scenario` example.
+//! whether pins follow the character's chest and clavicles, gravity, wind, contact settings,
+//! game constraints (`limits`, [`crate::LimitSettings`]) and the frame count. See `scenarios/*.ron` and the `scenario` example.
 //!
 //! A malformed or hostile file gives one [`ScenarioError`] naming the problem: sizes,
 //! coordinates and frame counts are capped so a file cannot make the runner hang or exhaust
@@ -34,6 +34,7 @@ use crate::ecs::{
 };
 use crate::energy::Material;
 use crate::error::RonError;
+use crate::limits::LimitSettings;
 use crate::load::{Validate, checked, count, positive, read_if, tuple, vector};
 use crate::mesh::{BaseMesh, ClothMesh};
 use crate::obj::{ObjMesh, ObjOptions};
@@ -146,6 +147,9 @@ struct Scenario {
     wind: Option<DVec3>,
     #[serde(default, deserialize_with = "checked")]
     contact: ContactSettings,
+    /// Game constraints and sleeping (per-node arrays in node order).
+    #[serde(default, deserialize_with = "checked")]
+    limits: LimitSettings,
     /// Frames run.
     #[serde(deserialize_with = "count::<_, 1, MAX_FRAMES>")]
     frames: u32,
@@ -592,6 +596,7 @@ pub fn load(text: &str, dir: &Path) -> Result<LoadedScenario, ScenarioError> {
         gravity,
         contact: s.contact,
         aero,
+        limits: s.limits,
         ..Default::default()
     };
     // Validate through the same setters the systems use, so errors name the setting.
@@ -599,6 +604,9 @@ pub fn load(text: &str, dir: &Path) -> Result<LoadedScenario, ScenarioError> {
         .set_contact_settings(config.contact)
         .and_then(|_| cloth.set_aerodynamics(config.aero))
         .map_err(|e| ScenarioError::at("contact", e))?;
+    cloth
+        .set_limit_settings(config.limits.clone())
+        .map_err(|e| ScenarioError::at("limits", e))?;
 
     let mut world = World::new();
     init_cloth_resources(&mut world);
@@ -651,7 +659,11 @@ pub fn load(text: &str, dir: &Path) -> Result<LoadedScenario, ScenarioError> {
             angular_inertia: spec.angular_inertia,
             ..Default::default()
         };
+        // Every node is skinned as the pins are, for max distance and backstops.
+        let all: Vec<u32> = (0..nodes as u32).collect();
+        let skin = rig::shoulder_bindings(cloth.positions(), &all, &poses[0]);
         let attachments = Attachments::bind(&cloth, &bindings, &poses, 0, settings)
+            .and_then(|a| a.with_skin(&cloth, &skin, &poses))
             .map_err(|e| ScenarioError::at("character", e))?;
         entity.insert(ClothAttachments {
             bones: bone_entities.clone(),

@@ -693,6 +693,28 @@ impl ClothMesh {
         nodes.sort_unstable();
         nodes
     }
+
+    /// Per-node values from values painted on the base mesh's vertices (a vertex-colour
+    /// channel, a weight map): a black node takes its vertex's value, a red node the mean of
+    /// its edge's two ends. Fails if `vertex_values` has not one value per base vertex.
+    pub fn node_values(&self, vertex_values: &[f32]) -> Result<Vec<f32>, crate::ClothError> {
+        if vertex_values.len() != self.base_vertex_count {
+            return Err(crate::ClothError::LengthMismatch {
+                what: "vertex values (one per base vertex)",
+                expected: self.base_vertex_count,
+                found: vertex_values.len(),
+            });
+        }
+        let mut out = vertex_values.to_vec();
+        if self.discretization == Discretization::RedBlack {
+            out.extend(
+                self.edges
+                    .iter()
+                    .map(|&[a, b]| 0.5 * (vertex_values[a as usize] + vertex_values[b as usize])),
+            );
+        }
+        Ok(out)
+    }
 }
 
 /// Orders the triangles `incident` around vertex `v` into `out`, walking across shared edges.
