@@ -2,12 +2,19 @@
 //! runs, turns and stops for 10 s at 60 Hz with a cape hung from its shoulders, all through the
 //! bevy_ecs layer (`isocloth::ecs`): bone entities carry `BonePose` and `BoneCollider`, the cape
 //! entity carries `ClothSim`, `ClothAttachments` (skinned to the clavicles and chest) and
-//! `ClothRenderMesh`, and one schedule run is one 1/60 s tick.
+//! `ClothRenderMesh`, and one schedule run is one 1/60 s tick. With `--limits` the cape gets
+//! the demo's game constraints (`rig::demo_cape_limits`): max distance around its skinned pose,
+//! from 0 at the collar to 0.4 m at the hem, and a backstop 1 cm behind it, toward the back.
+//! They are off by default: on this character they raise the cape's strain (its skinned pose
+//! runs through the swinging arms, which push the cloth past its max distance; see
+//! `docs/lab/2026-11-25-game-constraints.md`).
 //!
 //! Writes a contact sheet and frames under `target/isocloth/` (shaded triangles and capsules in
 //! perspective, drawn with tiny-skia), prints a summary table, then one JSON line.
 //!
-//! Run: `cargo run --release --example cape`.
+//! Run: `cargo run --release --example cape [-- --limits]`. JSON figures: `max_strain`, `mean_strain`, `max_penetration_m`,
+//! `nodes_inside_body` (the most cape nodes inside any body at the end of a tick, over the
+//! run), `step_ms_median`, `step_ms_p99`, and the run's settings.
 
 #[path = "common/cape_scene.rs"]
 mod cape_scene;
@@ -45,8 +52,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/isocloth");
     std::fs::create_dir_all(&out_dir)?;
 
+    let limits = match std::env::args().nth(1).as_deref() {
+        None => false,
+        Some("--limits") => true,
+        Some(other) => {
+            eprintln!("error: unknown argument `{other}` (the only option is --limits)");
+            std::process::exit(1);
+        }
+    };
     let config = ClothConfig::default();
-    let mut scene = CapeScene::new(config.clone())?;
+    let mut scene = CapeScene::new(config.clone(), limits)?;
     let node_count = scene.sim().cloth.positions().len();
 
     let (sheet_w, sheet_h, cols, rows) = (1280u32, 720u32, 4u32, 3u32);
@@ -55,6 +70,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let tiles = (cols * rows) as usize;
     let mut times = Vec::with_capacity(FRAMES);
     let (mut max_strain, mut mean_strain, mut max_pen) = (0.0f64, 0.0f64, 0.0f64);
+    let mut inside = 0usize;
     let mut iterations = 0;
     let mut rows_out = Vec::new();
     let mut phase_stats: Vec<(&str, f64, f64, f64)> = Vec::new();
@@ -77,6 +93,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         max_strain = max_strain.max(m.max_strain);
         mean_strain = mean_strain.max(m.mean_strain);
         max_pen = max_pen.max(pen);
+        inside = inside.max(cape_scene::nodes_inside(
+            scene.colliders(),
+            sim.cloth.positions(),
+        ));
         match phase_stats.last_mut() {
             Some(p) if p.0 == phase => {
                 p.1 = p.1.max(m.max_strain);
@@ -130,14 +150,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     sheet.save_png(&sheet_path)?;
 
     println!(
-        "isocloth cape: {} bones ({} capsules), cape of {node_count} nodes, budget {} ({} x {}), 60 Hz, {FRAMES} frames",
+        "isocloth cape: {} bones ({} capsules), cape of {node_count} nodes, budget {} ({} x {}), 60 Hz, {FRAMES} frames, {}",
         BONES.len(),
         (0..BONES.len())
             .filter(|&b| CharacterRig::bone_collider(b).is_some())
             .count(),
         config.budget.name,
         config.budget.substeps,
-        config.budget.iterations
+        config.budget.iterations,
+        if limits {
+            "max distance 0-0.4 m and backstop 1 cm"
+        } else {
+            "no game constraints"
+        }
     );
     println!();
     println!(
@@ -168,6 +193,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "step (whole ECS tick): median {median:.3} ms, p99 {p99:.3} ms; {iterations} iterations per tick"
     );
+    println!("nodes inside a body: at most {inside} at a tick's end");
     println!("pictures: {}", sheet_path.display());
     for p in &written {
         println!("          {}", p.display());
@@ -183,6 +209,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "max_strain": max_strain,
         "mean_strain": mean_strain,
         "max_penetration_m": max_pen,
+        "nodes_inside_body": inside,
+        "limits": limits,
         "contact_sheet": sheet_path.display().to_string(),
     });
     println!("{json}");

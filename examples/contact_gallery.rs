@@ -20,7 +20,10 @@
 //! - **e** `e-collide-drop`: the `collide` example's drop (0.8 m sheet onto a capsule of radius
 //!   0.1 m and a sphere of radius 0.12 m); 3 s as there.
 //! - **f** `f-cape`: the `cape` demo's character and cape through the bevy_ecs layer, with
-//!   `ClothConfig { budget: preset, .. }`, for the demo's 10 s.
+//!   `ClothConfig { budget: preset, .. }`, for the demo's 10 s, without game constraints.
+//! - **g** `g-cape-limits`: the same with the demo's game constraints
+//!   (`rig::demo_cape_limits`: max distance 0 at the collar to 0.4 m at the hem, a backstop
+//!   1 cm behind the skinned cape).
 //!
 //! Figures of a cell (one scene at one preset), with their JSON names:
 //!
@@ -43,6 +46,8 @@
 //!   (`Cloth::step_with`; for f the whole ECS tick, as in `cape`). Cells run one after another
 //!   on the main thread, so the timings are not disturbed by other cells (only by whatever else
 //!   runs on the machine);
+//! - `nodes_inside_body`: the most cloth nodes inside any body (signed distance below zero) at
+//!   a frame's end, over the run;
 //! - `recoveries`: `Cloth::recoveries()` (steps rolled back after a non-finite position);
 //! - `non_finite`: whether any position was ever not finite at a frame's end;
 //! - `creep_m`, `slid_off`: scene c only (null elsewhere);
@@ -57,8 +62,9 @@
 //! Checks: `max_strain` <= 0.10, `mean_strain` <= 0.01, `rest_strain` <= 0.01 (where defined
 //! and the cloth ends on the body),
 //! `penetration` <= 1 mm, `tunnelled` == 0, `non_finite` false, `recoveries` == 0; c at
-//! friction 0.8: `creep` < 1 cm; c at friction 0: `slid_off`; f at console:
-//! `console_max_strain` (max strain <= 0.02). A step that returns an error stops its cell and
+//! friction 0.8: `creep` < 1 cm; c at friction 0: `slid_off`; f and g at console:
+//! `console_max_strain` (max strain <= 0.02); g: `nodes_inside_body` == 0, and where f ran at
+//! the same preset, `limits_not_worse` (g's max strain and penetration at most f's). A step that returns an error stops its cell and
 //! fails it (`step_error`).
 //!
 //! Prints a table (scene rows by preset columns), the failed checks with their values, and
@@ -130,8 +136,8 @@ enum Kind {
     Limb(LimbSweep),
     /// e: the `collide` example's drop.
     CollideDrop,
-    /// f: the `cape` demo.
-    Cape,
+    /// f, g: the `cape` demo, with its game constraints in g.
+    Cape { limits: bool },
 }
 
 struct Scene {
@@ -145,7 +151,7 @@ impl Scene {
         match self.kind {
             Kind::Drop { .. } | Kind::CollideDrop => true,
             Kind::Tilt { friction } => friction > 0.0,
-            Kind::Limb(_) | Kind::Cape => false,
+            Kind::Limb(_) | Kind::Cape { .. } => false,
         }
     }
 }
@@ -191,7 +197,8 @@ fn all_scenes() -> Vec<Scene> {
         }
     }
     add("e-collide-drop".into(), Kind::CollideDrop);
-    add("f-cape".into(), Kind::Cape);
+    add("f-cape".into(), Kind::Cape { limits: false });
+    add("g-cape-limits".into(), Kind::Cape { limits: true });
     scenes
 }
 
@@ -286,6 +293,7 @@ struct Recorder {
     non_finite: bool,
     previous: Vec<DVec3>,
     tunnelled: Vec<bool>,
+    inside: usize,
 }
 
 impl Recorder {
@@ -303,6 +311,7 @@ impl Recorder {
             non_finite: false,
             previous: start.to_vec(),
             tunnelled: vec![false; start.len()],
+            inside: 0,
         }
     }
 
@@ -324,6 +333,9 @@ impl Recorder {
             .penetration
             .max(colliders.max_penetration(positions, thickness));
         self.non_finite |= positions.iter().any(|p| !p.is_finite());
+        self.inside = self
+            .inside
+            .max(cape_scene::nodes_inside(colliders, positions));
         for id in 0..colliders.len() {
             let (Some(shape), Some(before), Some(after)) = (
                 colliders.shape(id),
@@ -436,6 +448,7 @@ struct Cell {
     rest_strain: Option<f64>,
     penetration: f64,
     tunnelled: usize,
+    inside: usize,
     median_ms: f64,
     p99_ms: f64,
     recoveries: u64,
@@ -470,6 +483,7 @@ impl Cell {
             "rest_strain": self.rest_strain,
             "penetration_m": self.penetration,
             "tunnelled_nodes": self.tunnelled,
+            "nodes_inside_body": self.inside,
             "frame_ms_median": self.median_ms,
             "frame_ms_p99": self.p99_ms,
             "recoveries": self.recoveries,
@@ -561,7 +575,7 @@ fn run_core(scene: &Scene, settings: SolverSettings) -> Result<Outcome, Box<dyn 
             let (cloth, colliders) = two_body_drop(settings)?;
             (cloth, colliders, Motion::Still, 180)
         }
-        Kind::Cape => unreachable!("the cape runs through the ECS"),
+        Kind::Cape { .. } => unreachable!("the cape runs through the ECS"),
     };
     let mut rec = Recorder::new(cloth.positions(), frames, scene.ends_at_rest());
     let mut error = None;
@@ -646,13 +660,17 @@ fn run_core(scene: &Scene, settings: SolverSettings) -> Result<Outcome, Box<dyn 
     })
 }
 
-/// Scene f: the cape demo through the ECS at `preset`.
-fn run_cape(preset: &BudgetPreset) -> Result<Outcome, Box<dyn Error>> {
+/// Scenes f and g: the cape demo through the ECS at `preset`, with its game constraints if
+/// `limits`.
+fn run_cape(preset: &BudgetPreset, limits: bool) -> Result<Outcome, Box<dyn Error>> {
     const FRAMES: usize = 600;
-    let mut cape = CapeScene::new(ClothConfig {
-        budget: preset.clone(),
-        ..ClothConfig::default()
-    })?;
+    let mut cape = CapeScene::new(
+        ClothConfig {
+            budget: preset.clone(),
+            ..ClothConfig::default()
+        },
+        limits,
+    )?;
     let mut rec = Recorder::new(cape.sim().cloth.positions(), FRAMES, false);
     let mut error = None;
     for frame in 0..FRAMES {
@@ -697,9 +715,34 @@ fn run_cape(preset: &BudgetPreset) -> Result<Outcome, Box<dyn Error>> {
     })
 }
 
+/// Scene g against f at each preset both ran at: the game constraints must not make the
+/// cape's max strain or penetration worse.
+fn limits_not_worse(cells: &mut [Cell]) {
+    let plain: Vec<(String, f64, f64)> = cells
+        .iter()
+        .filter(|c| c.scene == "f-cape")
+        .map(|c| (c.preset.clone(), c.max_strain, c.penetration))
+        .collect();
+    for c in cells.iter_mut().filter(|c| c.scene == "g-cape-limits") {
+        if let Some((_, strain, pen)) = plain.iter().find(|p| p.0 == c.preset) {
+            c.checks.push(Check {
+                name: "limits_not_worse",
+                ok: c.max_strain <= *strain && c.penetration <= *pen,
+                detail: format!(
+                    "with limits max strain {:.4} / penetration {:.2} mm, without {:.4} / {:.2} mm",
+                    c.max_strain,
+                    c.penetration * 1e3,
+                    strain,
+                    pen * 1e3
+                ),
+            });
+        }
+    }
+}
+
 fn run_cell(scene: &Scene, preset: &BudgetPreset) -> Result<Cell, Box<dyn Error>> {
     let out = match scene.kind {
-        Kind::Cape => run_cape(preset)?,
+        Kind::Cape { limits } => run_cape(preset, limits)?,
         _ => run_core(scene, preset.settings(DT, GRAVITY)?)?,
     };
     let rec = &out.rec;
@@ -765,11 +808,18 @@ fn run_cell(scene: &Scene, preset: &BudgetPreset) -> Result<Cell, Box<dyn Error>
             });
         }
     }
-    if matches!(scene.kind, Kind::Cape) && preset.name == "console" {
+    if matches!(scene.kind, Kind::Cape { .. }) && preset.name == "console" {
         checks.push(Check {
             name: "console_max_strain",
             ok: rec.max_strain <= 0.02,
             detail: format!("max strain {:.3} > 0.02 at console", rec.max_strain),
+        });
+    }
+    if matches!(scene.kind, Kind::Cape { limits: true }) {
+        checks.push(Check {
+            name: "nodes_inside_body",
+            ok: rec.inside == 0,
+            detail: format!("{} nodes inside a body", rec.inside),
         });
     }
     if let Some(e) = &out.error {
@@ -789,6 +839,7 @@ fn run_cell(scene: &Scene, preset: &BudgetPreset) -> Result<Cell, Box<dyn Error>
         rest_strain: rec.rest_strain,
         penetration: rec.penetration,
         tunnelled,
+        inside: rec.inside,
         median_ms,
         p99_ms,
         recoveries: out.recoveries,
@@ -970,6 +1021,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         }
     }
     let run_s = started.elapsed().as_secs_f64();
+    limits_not_worse(&mut cells);
 
     let out_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/isocloth");
     std::fs::create_dir_all(&out_dir)?;

@@ -8,8 +8,8 @@ use std::time::Instant;
 use bevy_ecs::prelude::*;
 use glam::DVec3;
 use isocloth::ecs::{
-    BonePose, ClothColliders, ClothConfig, ClothRenderMesh, ClothSim, DemoCharacter,
-    add_cloth_systems, init_cloth_resources, spawn_demo_character,
+    BonePose, ClothColliders, ClothConfig, ClothConfigOverride, ClothRenderMesh, ClothSim,
+    DemoCharacter, add_cloth_systems, init_cloth_resources, spawn_demo_character,
 };
 use isocloth::rig::{Animation, BONES, CharacterRig};
 use isocloth::{ColliderSet, ColliderShape, Pose};
@@ -31,8 +31,11 @@ pub struct CapeScene {
 
 impl CapeScene {
     /// The character at the origin, its cape built with `config`'s budget (so the first tick
-    /// does not refactor), and `config` as the world's [`ClothConfig`].
-    pub fn new(config: ClothConfig) -> Result<Self, Box<dyn std::error::Error>> {
+    /// does not refactor), and `config` as the world's [`ClothConfig`]. With `limits`, the cape
+    /// gets the demo's game constraints (`rig::demo_cape_limits`: max distance from 0 at the
+    /// collar to 0.4 m at the hem, a backstop 1 cm behind its skinned pose) through a
+    /// [`ClothConfigOverride`] on its entity.
+    pub fn new(config: ClothConfig, limits: bool) -> Result<Self, Box<dyn std::error::Error>> {
         let settings = config.budget.settings(config.timestep, config.gravity)?;
         let mut world = World::new();
         world.insert_resource(config);
@@ -41,6 +44,14 @@ impl CapeScene {
         add_cloth_systems(&mut schedule);
         let walker = CharacterRig::new(Animation::Demo, DVec3::ZERO, 0.0);
         let DemoCharacter { bones, cape } = spawn_demo_character(&mut world, &walker, settings)?;
+        if limits {
+            let cloth = &world.get::<ClothSim>(cape).expect("cape").cloth;
+            let over = ClothConfig {
+                limits: isocloth::rig::demo_cape_limits(cloth),
+                ..world.resource::<ClothConfig>().clone()
+            };
+            world.entity_mut(cape).insert(ClothConfigOverride(over));
+        }
         Ok(Self {
             world,
             schedule,
@@ -90,4 +101,15 @@ impl CapeScene {
     pub fn camera_target(&self) -> DVec3 {
         self.walker.position + DVec3::new(0.0, 1.0, 0.0)
     }
+}
+
+/// How many of `points` are inside any of `colliders` (signed distance below zero) at the
+/// frame's end poses: the `nodes_inside_body` figure.
+pub fn nodes_inside(colliders: &ColliderSet, points: &[DVec3]) -> usize {
+    points
+        .iter()
+        .filter(|&&p| {
+            (0..colliders.len()).any(|id| colliders.signed_distance(id, p).is_some_and(|d| d < 0.0))
+        })
+        .count()
 }

@@ -1104,6 +1104,13 @@ impl ContactPass {
         !self.candidates.is_empty()
     }
 
+    /// Whether a game constraint pushes its node (after the last [`ContactPass::update`]).
+    pub fn limit_pushing(&self) -> bool {
+        self.candidates
+            .iter()
+            .any(|c| c.limit && c.force != DVec3::ZERO)
+    }
+
     /// Whether the substep has game constraints (the last pass then runs even without
     /// candidates, to keep every limit).
     pub fn has_limits(&self) -> bool {
@@ -1368,12 +1375,24 @@ impl ContactPass {
         self.touched.clear();
         self.impacts = 0;
         self.limit_warm.fill(0.0);
+        let mut body_touches = 0;
         for (k, c) in self.candidates.iter().enumerate() {
             let i = c.node as usize;
             if c.limit {
+                // A limit that stops a node is a contact with the limit's sphere: inelastic,
+                // like a body's (else BDF2 throws the node back off it).
+                let l = &self.limits[c.body as usize];
                 self.limit_warm[c.body as usize] = c.force.length();
+                let (gap, n) = l.gap(x[i]);
+                if (c.force != DVec3::ZERO || scratch_moved[k]) && gap < TOUCH {
+                    self.touched.push((c.node, n, l.moved));
+                    if !self.was_touching[i] {
+                        self.impacts += 1;
+                    }
+                }
                 continue;
             }
+            body_touches += 1;
             let (b0, b1) = (
                 &self.bodies0[c.body as usize],
                 &self.bodies1[c.body as usize],
@@ -1388,13 +1407,15 @@ impl ContactPass {
                 if !self.was_touching[i] {
                     self.impacts += 1;
                 }
+            } else {
+                body_touches -= 1;
             }
         }
         self.was_touching.fill(false);
         for &(i, _, _) in &self.touched {
             self.was_touching[i as usize] = true;
         }
-        self.last_contacts = self.touched.len();
+        self.last_contacts = body_touches;
         // Warm start of the next substep: each node's strongest pushing contact.
         self.warm_body.fill(u32::MAX);
         self.warm_force.fill(DVec3::ZERO);

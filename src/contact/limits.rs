@@ -328,6 +328,9 @@ pub(crate) struct NodeLimit {
     pub inside: bool,
     /// Direction the node is pushed if it sits at the centre (outside limits).
     pub fallback: DVec3,
+    /// How far the sphere's centre moves over the substep (the limit's own velocity times
+    /// the substep).
+    pub moved: DVec3,
 }
 
 impl NodeLimit {
@@ -381,14 +384,26 @@ pub(crate) struct LimitFrame<'a> {
 }
 
 impl LimitFrame<'_> {
-    /// The limits at fraction `s` of the frame (the substep's end), in node order, with the
-    /// pins at `x` (their positions for the substep's end). Reuses `out`'s memory.
-    pub fn build(&self, s: f64, x: &[DVec3], out: &mut Vec<NodeLimit>) {
+    /// The limits of a substep spanning fractions `s0..s1` of the frame, in node order, with
+    /// the pins at `x0` at its start and `x1` at its end. Reuses `out`'s memory.
+    pub fn build(
+        &self,
+        (s0, s1): (f64, f64),
+        x0: &[DVec3],
+        x1: &[DVec3],
+        out: &mut Vec<NodeLimit>,
+    ) {
         out.clear();
         let st = self.settings;
         let tether = st.tether_scale > 0.0;
         let skin = self.skin;
-        let skinned = |i: usize| skin.start[i].lerp(skin.target[i], s);
+        let skinned = |i: usize, s: f64| skin.start[i].lerp(skin.target[i], s);
+        let normal = |i: usize, s: f64| {
+            let n = skin.start_normals[i]
+                .lerp(skin.target_normals[i], s)
+                .normalize_or(skin.target_normals[i]);
+            if st.backstop_flip { -n } else { n }
+        };
         for i in 0..self.pinned.len() {
             if self.pinned[i] {
                 continue;
@@ -397,41 +412,44 @@ impl LimitFrame<'_> {
             if tether {
                 let a = self.tethers.anchor[i];
                 if a != u32::MAX {
+                    let a = a as usize;
                     out.push(NodeLimit {
                         node,
-                        centre: x[a as usize],
+                        centre: x1[a],
                         radius: st.tether_scale * self.tethers.length[i],
                         inside: true,
                         fallback: DVec3::ZERO,
+                        moved: x1[a] - x0[a],
                     });
                 }
             }
             if let Some(&r) = st.max_distance.get(i)
                 && r.is_finite()
             {
+                let centre = skinned(i, s1);
                 out.push(NodeLimit {
                     node,
-                    centre: skinned(i),
+                    centre,
                     radius: r as f64,
                     inside: true,
                     fallback: DVec3::ZERO,
+                    moved: centre - skinned(i, s0),
                 });
             }
             if let Some(&r) = st.backstop_radius.get(i)
                 && r > 0.0
             {
-                let n = skin.start_normals[i]
-                    .lerp(skin.target_normals[i], s)
-                    .normalize_or(skin.target_normals[i]);
-                let n = if st.backstop_flip { -n } else { n };
                 let r = r as f64;
-                let d = st.backstop_distance[i] as f64;
+                let behind = st.backstop_distance[i] as f64 + r;
+                let n = normal(i, s1);
+                let centre = skinned(i, s1) - behind * n;
                 out.push(NodeLimit {
                     node,
-                    centre: skinned(i) - (d + r) * n,
+                    centre,
                     radius: r,
                     inside: false,
                     fallback: n,
+                    moved: centre - (skinned(i, s0) - behind * normal(i, s0)),
                 });
             }
         }
@@ -477,6 +495,7 @@ mod tests {
             radius: 1.0,
             inside: true,
             fallback: DVec3::ZERO,
+            moved: DVec3::ZERO,
         };
         let p = DVec3::new(2.0, 0.0, 0.0);
         let (g, n) = inside.gap(p);

@@ -114,7 +114,12 @@ pub(crate) fn substep(
         ws.x_new[node as usize] = ws.scratch.x_tilde[node as usize];
     }
     match &inputs.limits {
-        Some(frame) => frame.build(inputs.span.1, &ws.x_new, &mut ws.contact_pass.limits),
+        Some(frame) => frame.build(
+            inputs.span,
+            &st.positions,
+            &ws.x_new,
+            &mut ws.contact_pass.limits,
+        ),
         None => ws.contact_pass.limits.clear(),
     }
     ws.contact_pass.prepare(

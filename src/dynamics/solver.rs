@@ -637,6 +637,14 @@ fn lbfgs(
             contact_iteration_lanes(model, symbolic, factor, x, scratch, &mut solve, contact);
             scratch.solve = solve;
             gather_gradient(model, &contact.pass.node_force, &mut lb.r);
+            // While a game constraint pushes, the substep iterates as local-global: the limit
+            // forces are corrected with compliances from `K^-1`, which is how a local-global
+            // step answers a force, and the curvature pairs of L-BFGS overshoot them. Measured
+            // on the cape demo at 2 x 5 with max distance and backstops: 108 % max strain with
+            // the pairs kept, 28 % without.
+            if contact.pass.limit_pushing() {
+                lb.len = 0;
+            }
         }
     }
     scratch.lbfgs = lb;

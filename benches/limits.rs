@@ -1,0 +1,157 @@
+//! Cost of the game constraints and of sleeping on a frame.
+//!
+//! * `limits/cape_777_nodes/{none,tethers,max_distance,backstop,all_three}`: one 1/60 s frame
+//!   of the demo cape (777 nodes, default budget) on the procedural character walking, its 13
+//!   bodies on, with no game constraint, each alone (`rig::demo_cape_limits`' painting,
+//!   tethers of scale 1.05) and all three. The character walks on through the iterations, so
+//!   every frame is a frame of the walk.
+//! * `limits/hanging_cape/{awake,asleep}`: a still hanging cape (0.5 x 0.8 m, 8 x 8 cells),
+//!   sleep on: a frame of it awake (the stillness clock reset every frame) and asleep.
+//!
+//! Run: `cargo bench --bench limits`.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use glam::{DVec3, Vec3};
+use isocloth::rig::{self, Animation, CharacterRig};
+use isocloth::{
+    Attachments, BaseMesh, Cloth, ClothMesh, ColliderSet, LimitSettings, Material, Pose,
+    SleepSettings, SolverSettings,
+};
+
+const DT: f64 = 1.0 / 60.0;
+
+/// The constraints a case puts on the cape.
+type Painting = fn(&Cloth) -> LimitSettings;
+
+/// The walking character with its cape and bodies.
+struct Walk {
+    rig: CharacterRig,
+    cloth: Cloth,
+    attachments: Attachments,
+    colliders: ColliderSet,
+    ids: Vec<(usize, usize, Pose)>,
+    poses: Vec<Pose>,
+}
+
+impl Walk {
+    fn new(limits: impl FnOnce(&Cloth) -> LimitSettings) -> Self {
+        let rig = CharacterRig::new(Animation::Walk, DVec3::ZERO, 0.0);
+        let mut poses = Vec::new();
+        rig.poses(&mut poses);
+        let mut cloth = rig::demo_cape(SolverSettings::default()).expect("cape");
+        let attachments = rig::demo_cape_attachments(&cloth, &poses).expect("attachments");
+        let l = limits(&cloth);
+        cloth.set_limit_settings(l).expect("limits");
+        let mut colliders = ColliderSet::new();
+        let mut ids = Vec::new();
+        for (b, pose) in poses.iter().enumerate() {
+            if let Some((shape, offset)) = CharacterRig::bone_collider(b) {
+                let id = colliders.add(shape, pose.mul(&offset)).expect("collider");
+                ids.push((b, id, offset));
+            }
+        }
+        let mut walk = Self {
+            rig,
+            cloth,
+            attachments,
+            colliders,
+            ids,
+            poses,
+        };
+        // Into the walk: past the start.
+        for _ in 0..60 {
+            walk.frame();
+        }
+        walk
+    }
+
+    fn frame(&mut self) {
+        self.rig.advance(DT);
+        self.rig.poses(&mut self.poses);
+        self.colliders.finish_frame();
+        for &(b, id, offset) in &self.ids {
+            let _ = self.colliders.set_pose(id, self.poses[b].mul(&offset));
+        }
+        let _ = self.attachments.apply(&mut self.cloth, &self.poses);
+        black_box(self.cloth.step_with(DT, &self.colliders).expect("step"));
+    }
+}
+
+fn bench_limits(c: &mut Criterion) {
+    let mut group = c.benchmark_group("limits/cape_777_nodes");
+    group
+        .sample_size(40)
+        .measurement_time(Duration::from_secs(4));
+    let cases: [(&str, Painting); 5] = [
+        ("none", |_| LimitSettings::default()),
+        ("tethers", |_| LimitSettings {
+            tether_scale: 1.05,
+            ..Default::default()
+        }),
+        ("max_distance", |c| LimitSettings {
+            max_distance: rig::demo_cape_limits(c).max_distance,
+            ..Default::default()
+        }),
+        ("backstop", |c| LimitSettings {
+            max_distance: Vec::new(),
+            tether_scale: 0.0,
+            ..rig::demo_cape_limits(c)
+        }),
+        ("all_three", |c| LimitSettings {
+            tether_scale: 1.05,
+            ..rig::demo_cape_limits(c)
+        }),
+    ];
+    for (name, limits) in cases {
+        let mut walk = Walk::new(limits);
+        group.bench_function(name, |b| b.iter(|| walk.frame()));
+    }
+    group.finish();
+
+    let mut group = c.benchmark_group("limits/hanging_cape");
+    let hanging = || {
+        let (w, h, cells) = (0.5f32, 0.8f32, 8);
+        let base = BaseMesh::rectangle(w, h, cells, cells)
+            .expect("rectangle")
+            .map_positions(|p| Vec3::new(p.x - 0.5 * w, 1.5 - h + p.y, 0.0));
+        let mesh = ClothMesh::new(&base).expect("mesh");
+        let top: Vec<u32> = (0..=cells)
+            .map(|i| BaseMesh::grid_index(cells, i, cells))
+            .collect();
+        let pins = mesh.nodes_for_vertices(&top, true);
+        let mut cloth =
+            Cloth::from_mesh(mesh, Material::default(), &pins, SolverSettings::default())
+                .expect("cloth");
+        cloth
+            .set_limit_settings(LimitSettings {
+                sleep: SleepSettings {
+                    enabled: true,
+                    ..Default::default()
+                },
+                ..Default::default()
+            })
+            .expect("sleep");
+        while !cloth.is_sleeping() {
+            cloth.step(DT).expect("step");
+        }
+        cloth
+    };
+    let mut awake = hanging();
+    group.bench_function("awake", |b| {
+        b.iter(|| {
+            awake.wake();
+            black_box(awake.step(DT).expect("step"))
+        })
+    });
+    let mut asleep = hanging();
+    group.bench_function("asleep", |b| {
+        b.iter(|| black_box(asleep.step(DT).expect("step")))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench_limits);
+criterion_main!(benches);
