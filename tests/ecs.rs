@@ -198,3 +198,59 @@ fn bone_colliders_push_the_cloth_and_bad_ones_are_skipped() {
         sim.cloth.center_of_mass()
     );
 }
+
+/// Game constraints and sleeping come from the config like the rest: with sleep on in the
+/// resource, a still hanging cape falls asleep within 2 s of ticks and its `ClothSim` shows it
+/// (`cloth.is_sleeping()`, `last_step.asleep`, no substep run); tethers and max distance in an
+/// override reach its cloth; a per-node array of the wrong length in an override is refused
+/// with a typed error in `last_error` naming the array (the cloth keeps its own settings).
+#[test]
+fn config_limits_reach_cloths_and_sleep_shows_in_the_sim() {
+    let (mut world, mut schedule) = world_and_schedule();
+    world.resource_mut::<ClothConfig>().limits.sleep.enabled = true;
+    let sleeper = world
+        .spawn((ClothSim::new(cape()), ClothRenderMesh::default()))
+        .id();
+    let cloth = cape();
+    let nodes = cloth.positions().len();
+    let limited = ClothConfig {
+        limits: isocloth::LimitSettings {
+            tether_scale: 1.1,
+            max_distance: vec![0.3; nodes],
+            ..Default::default()
+        },
+        ..ClothConfig::default()
+    };
+    let constrained = world
+        .spawn((ClothSim::new(cloth), ClothConfigOverride(limited.clone())))
+        .id();
+    let bad = ClothConfig {
+        limits: isocloth::LimitSettings {
+            max_distance: vec![0.3; nodes - 1],
+            ..Default::default()
+        },
+        ..ClothConfig::default()
+    };
+    let refused = world
+        .spawn((ClothSim::new(cape()), ClothConfigOverride(bad)))
+        .id();
+    for _ in 0..120 {
+        schedule.run(&mut world);
+    }
+    let sim = world.get::<ClothSim>(sleeper).unwrap();
+    assert!(sim.cloth.is_sleeping() && sim.last_step.asleep);
+    assert_eq!(sim.last_step.substeps, 0);
+    let sim = world.get::<ClothSim>(constrained).unwrap();
+    assert_eq!(sim.cloth.limit_settings(), &limited.limits);
+    assert!(!sim.cloth.is_sleeping() && sim.last_error.is_none());
+    let sim = world.get::<ClothSim>(refused).unwrap();
+    match &sim.last_error {
+        Some(isocloth::ClothError::LengthMismatch {
+            what: "max_distance",
+            expected,
+            found,
+        }) => assert_eq!((*expected, *found), (nodes, nodes - 1)),
+        other => panic!("{other:?}"),
+    }
+    assert!(sim.cloth.limit_settings().max_distance.is_empty());
+}

@@ -120,6 +120,21 @@ fn hostile_scenarios_give_one_line_errors() {
             ),
             "keyframes",
         ),
+        (
+            "negative_max_distance",
+            format!("(name: \"x\", {rect}, limits: (max_distance: [0.1, -0.5]), frames: 1)"),
+            "max_distance[1] = -0.5",
+        ),
+        (
+            "short_max_distance",
+            format!("(name: \"x\", {rect}, limits: (max_distance: [0.1, 0.5]), frames: 1)"),
+            "limits: expected 81 max_distance, got 2",
+        ),
+        (
+            "bad_tether_scale",
+            format!("(name: \"x\", {rect}, limits: (tether_scale: 0.5), frames: 1)"),
+            "tether_scale",
+        ),
     ];
     for (name, text, needle) in cases {
         let err = run_text(name, &text)

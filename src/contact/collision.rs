@@ -859,6 +859,10 @@ const START_INSIDE: f64 = 1e-5;
 const REUSE_CHANGE: usize = 50;
 
 /// How far beyond its predicted path a node may wander during the iterations and still be
+/// tested against a limit's sphere (metres; the last pass clamps any that went farther).
+const LIMIT_SLACK: f64 = 0.002;
+
+/// How far beyond its predicted path a node may wander during the iterations and still be
 /// tested (metres).
 const SLACK: f64 = 0.02;
 
@@ -981,6 +985,7 @@ impl ContactPass {
         for &i in free_nodes {
             let (a, b) = (x_start[i as usize], x_pred[i as usize]);
             let slack = SLACK + a.distance(b);
+            let limit_slack = LIMIT_SLACK + a.distance(b);
             if !self.near.is_empty() {
                 self.body_candidates(i, a, b, slack);
             }
@@ -991,7 +996,7 @@ impl ContactPass {
                 if l.node < i {
                     continue; // a limit on a pinned node
                 }
-                if !l.may_reach(a, b, slack) && self.limit_warm[k] == 0.0 {
+                if !l.may_reach(a, b, limit_slack) && self.limit_warm[k] == 0.0 {
                     continue;
                 }
                 self.candidates.push(Candidate {
