@@ -357,6 +357,7 @@ impl Cloth {
     pub fn set_contact_settings(&mut self, contact: ContactSettings) -> Result<(), ClothError> {
         contact.validate()?;
         self.contact = contact;
+        self.wake();
         Ok(())
     }
 
@@ -366,6 +367,7 @@ impl Cloth {
         s.gravity = gravity;
         s.validate()?;
         self.settings = s;
+        self.wake();
         Ok(())
     }
 

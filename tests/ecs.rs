@@ -254,3 +254,44 @@ fn config_limits_reach_cloths_and_sleep_shows_in_the_sim() {
     }
     assert!(sim.cloth.limit_settings().max_distance.is_empty());
 }
+
+/// The demo character standing idle with its cape (skinned pins, inertia scales 0.8 / 0.6,
+/// every body on): with sleep on, the cape falls asleep within 5 s of ticks and stays asleep
+/// while the character stands; the tick the character's bones move, it wakes.
+#[test]
+fn demo_cape_sleeps_on_an_idle_character_and_wakes_when_it_moves() {
+    use isocloth::ecs::spawn_demo_character;
+    use isocloth::rig::{Animation, CharacterRig};
+    let (mut world, mut schedule) = world_and_schedule();
+    world.resource_mut::<ClothConfig>().limits.sleep.enabled = true;
+    let rig = CharacterRig::new(Animation::Idle, DVec3::ZERO, 0.0);
+    let settings = BudgetPreset::console()
+        .settings(1.0 / 60.0, DVec3::new(0.0, -9.81, 0.0))
+        .unwrap();
+    let demo = spawn_demo_character(&mut world, &rig, settings).unwrap();
+    let mut ticks = 0;
+    while !world
+        .get::<ClothSim>(demo.cape)
+        .unwrap()
+        .cloth
+        .is_sleeping()
+    {
+        schedule.run(&mut world);
+        ticks += 1;
+        assert!(ticks < 300, "still awake after 5 s");
+    }
+    for _ in 0..10 {
+        schedule.run(&mut world);
+        assert!(world.get::<ClothSim>(demo.cape).unwrap().last_step.asleep);
+    }
+    let chest = isocloth::rig::bone("chest").unwrap();
+    world
+        .get_mut::<BonePose>(demo.bones[chest])
+        .unwrap()
+        .0
+        .translation
+        .z += 0.01;
+    schedule.run(&mut world);
+    let sim = world.get::<ClothSim>(demo.cape).unwrap();
+    assert!(!sim.last_step.asleep && sim.last_step.substeps > 0);
+}

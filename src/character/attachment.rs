@@ -362,7 +362,8 @@ impl Attachments {
         }
         let anchor = poses[self.anchor as usize];
         let mut teleported = false;
-        if let Some(last) = self.last_anchor {
+        // A still anchor carries nothing (and leaves a sleeping cloth asleep).
+        if let Some(last) = self.last_anchor.filter(|last| *last != anchor) {
             // delta maps the anchor's last pose onto its new one.
             let delta = anchor.mul(&last.inverse());
             let jump = anchor.translation.distance(last.translation);

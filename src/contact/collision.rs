@@ -971,7 +971,8 @@ impl ContactPass {
         }
         if settings.enabled && !colliders.is_empty() {
             self.near_bodies(colliders, settings, s0, s1, free_nodes, x_start, x_pred);
-        } else {
+        } else if self.limits.is_empty() {
+            // Nothing to touch (with limits, `finish` records what touched them).
             self.was_touching.fill(false);
         }
         if self.near.is_empty() {
