@@ -363,3 +363,30 @@ fn too_many_triangles_are_refused_before_triangulating() {
     );
     assert!(start.elapsed().as_secs_f64() < 1.0, "{:?}", start.elapsed());
 }
+
+/// Rule 6: `v x y z r g b` colours are kept per base vertex (merged seam vertices keep the first
+/// one's), one channel times a scale gives per-vertex values, and `ClothMesh::node_values`
+/// spreads them to the nodes (a red node takes the mean of its edge's ends, exactly). A file
+/// where one used vertex has no colour has none.
+#[test]
+fn vertex_colours_give_a_painted_channel() {
+    let text = b"v 0 0 0 1 0 0\nv 1 0 0 0.5 0 0\nv 0 1 0 0 0 0\nv 1 1 0 0.25 0 1\nf 1 2 4 3\n";
+    let obj = ObjMesh::parse(text, &ObjOptions::default()).unwrap();
+    let colours = obj.vertex_colours.as_ref().unwrap();
+    assert_eq!(colours[3], [0.25, 0.0, 1.0]);
+    let red = obj.colour_channel(0, 0.4).unwrap();
+    assert_eq!(red, vec![0.4, 0.2, 0.0, 0.1]);
+    assert!(obj.colour_channel(3, 1.0).is_none());
+    let mesh = ClothMesh::new(&obj.base).unwrap();
+    let nodes = mesh.node_values(&red).unwrap();
+    assert_eq!(nodes.len(), mesh.node_count());
+    assert_eq!(&nodes[..4], &red[..]);
+    for (e, &[a, b]) in mesh.edges().iter().enumerate() {
+        let mid = nodes[mesh.red_node(e as u32).unwrap() as usize];
+        assert_eq!(mid, 0.5 * (red[a as usize] + red[b as usize]));
+    }
+    assert!(mesh.node_values(&red[..3]).is_err());
+    let partly = b"v 0 0 0 1 0 0\nv 1 0 0\nv 0 1 0 0 0 0\nf 1 2 3\n";
+    let obj = ObjMesh::parse(partly, &ObjOptions::default()).unwrap();
+    assert!(obj.vertex_colours.is_none() && obj.colour_channel(0, 1.0).is_none());
+}

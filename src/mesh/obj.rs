@@ -22,7 +22,10 @@
 //! 5. **Base vertex `k` is the `k`-th vertex a face uses**, counting merged vertices once, in
 //!    the file's `v` order. In a file where every `v` is used and none coincide, OBJ vertex `i`
 //!    (0-based: Blender's vertex index) is base vertex `i`. Vertices no face uses are dropped.
-//! 6. Everything else is ignored: texture coordinates and normals, materials, objects and groups
+//! 6. **Vertex colours** (`v x y z r g b`, as Blender and MeshLab write them) are kept per base
+//!    vertex ([`ObjMesh::vertex_colours`]) when every used vertex has one: a painted channel
+//!    for per-node values such as max distance ([`ObjMesh::colour_channel`]).
+//! 7. Everything else is ignored: texture coordinates and normals, materials, objects and groups
 //!    (all faces form one mesh), smoothing groups, lines, points, curves and unknown statements.
 //!    A line that does not start with a statement keyword is refused with its number.
 //!
@@ -77,6 +80,9 @@ pub struct ObjMesh {
     pub vertex_sources: Vec<u32>,
     /// For each OBJ vertex, its line.
     pub vertex_lines: Vec<u32>,
+    /// For each base vertex, the colour of the OBJ vertex it was made from (`v x y z r g b`);
+    /// `None` unless every used vertex has one.
+    pub vertex_colours: Option<Vec<[f32; 3]>>,
 }
 
 impl ObjMesh {
@@ -134,6 +140,15 @@ impl ObjMesh {
         }
     }
 
+    /// One channel of the vertex colours (0 red, 1 green, 2 blue) times `scale`, per base
+    /// vertex: painted per-vertex values, for example a max distance in metres with `scale`
+    /// the radius that full intensity means. Spread them to the cloth's nodes with
+    /// [`crate::ClothMesh::node_values`]. `None` without colours or for a channel past 2.
+    pub fn colour_channel(&self, channel: usize, scale: f32) -> Option<Vec<f32>> {
+        let colours = self.vertex_colours.as_ref()?;
+        (channel < 3).then(|| colours.iter().map(|c| c[channel] * scale).collect())
+    }
+
     /// `error` followed by where it comes from in the file, when [`ObjMesh::locate`] knows.
     pub fn describe(&self, error: &MeshError) -> String {
         match self.locate(error) {
@@ -154,6 +169,8 @@ struct Face {
 struct Statements {
     vertices: Vec<Vec3>,
     vertex_lines: Vec<u32>,
+    /// Per OBJ vertex, its colour if the line gave one.
+    colours: Vec<Option<[f32; 3]>>,
     faces: Vec<Face>,
     /// Every face's corners, as written (1-based or negative) and resolved (0-based).
     corners: Vec<(i64, i64)>,
@@ -236,8 +253,21 @@ impl Statements {
                 text: written.join(" ").escape_default().to_string(),
             });
         }
+        // Three more numbers are a colour (`v x y z r g b`); anything else after the position
+        // (a `w`, nothing) is not.
+        let rest: Vec<&str> = tokens.take(4).collect();
+        let colour = match rest[..] {
+            [r, g, b] => match (r.parse::<f32>(), g.parse::<f32>(), b.parse::<f32>()) {
+                (Ok(r), Ok(g), Ok(b)) if r.is_finite() && g.is_finite() && b.is_finite() => {
+                    Some([r, g, b])
+                }
+                _ => None,
+            },
+            _ => None,
+        };
         self.vertices.push(p);
         self.vertex_lines.push(line as u32);
+        self.colours.push(colour);
         Ok(())
     }
 
@@ -379,12 +409,17 @@ impl Statements {
                 triangle_faces.push(f as u32);
             }
         }
+        let vertex_colours = vertex_sources
+            .iter()
+            .map(|&v| self.colours[v as usize])
+            .collect();
         Ok(ObjMesh {
             base: BaseMesh::new(positions, triangles),
             triangle_faces,
             face_lines: self.faces.iter().map(|f| f.line as u32).collect(),
             vertex_sources,
             vertex_lines: self.vertex_lines,
+            vertex_colours,
         })
     }
 }
