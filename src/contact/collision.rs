@@ -905,11 +905,11 @@ impl ContactPass {
                     self.warm_body[i] = f.body;
                 }
             }
-            self.touched.reserve(nodes);
         }
         if bodies || limits {
             self.node_force.resize(nodes, DVec3::ZERO);
             self.candidates.reserve(nodes);
+            self.touched.reserve(nodes);
         }
     }
 

@@ -24,6 +24,9 @@ pub struct FrameInput {
     pub dt: f64,
     /// End-of-frame pin targets in [`Cloth::pins`] order (empty: keep the previous ones).
     pub pin_targets: Vec<DVec3>,
+    /// End-of-frame skinned positions of every node, for max distance and backstops
+    /// ([`Cloth::set_skin_targets`]; empty: keep the previous ones).
+    pub skin_targets: Vec<DVec3>,
     /// The bodies of this frame (poses for its end, as [`ColliderSet::set_pose`] sets them).
     pub colliders: ColliderSet,
 }
@@ -77,6 +80,13 @@ impl ClothWorker {
                 } else {
                     cloth.set_pin_targets(&input.pin_targets)
                 }
+                .and_then(|_| {
+                    if input.skin_targets.is_empty() {
+                        Ok(())
+                    } else {
+                        cloth.set_skin_targets(&input.skin_targets)
+                    }
+                })
                 .and_then(|_| cloth.step_with(input.dt, &input.colliders));
                 match result {
                     Ok(report) => {
