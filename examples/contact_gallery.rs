@@ -73,7 +73,12 @@
 //! out where there is none). The last line of stdout is one JSON object holding every cell's
 //! figures. Progress goes to stderr.
 //!
-//! Run: `cargo run --release --example contact_gallery -- [--scene NAME] [--preset NAME]`.
+//! Run: `cargo run --release --example contact_gallery -- [--scene NAME] [--preset NAME]
+//! [--seeds N]`. `--seeds N` runs every cell N times, each start moved by up to 1e-9 m per
+//! coordinate (seed 0 is the unmoved run, whose figures the table and the cells' JSON keep), and
+//! adds each cell's passes and the spread of its max strain; the JSON cells gain `seeds`. Contact
+//! is sensitive at the rounding level (`docs/lab/speed.md` A.1), so a verdict that changes
+//! between seeds is not a verdict on the method.
 //! `--scene` picks the scene of that exact name, or else every scene whose name contains it
 //! (`--scene a-capsule` runs scene a, `--scene mu0.8` every scene at friction 0.8);
 //! `--preset` is `mobile`, `console` or `desktop`. Both default to everything. The whole
@@ -458,6 +463,29 @@ struct Cell {
     ends_on_body: Option<bool>,
     checks: Vec<Check>,
     tile: Pixmap,
+    /// With `--seeds N`, the figures of every seed (seed 0 is this cell's own run).
+    seeds: Vec<SeedRun>,
+}
+
+/// One seed's run of a cell (`--seeds`): its start moved by [`JITTER`].
+struct SeedRun {
+    max_strain: f64,
+    mean_strain: f64,
+    penetration: f64,
+    tunnelled: usize,
+    pass: bool,
+}
+
+impl SeedRun {
+    fn of(cell: &Cell) -> Self {
+        Self {
+            max_strain: cell.max_strain,
+            mean_strain: cell.mean_strain,
+            penetration: cell.penetration,
+            tunnelled: cell.tunnelled,
+            pass: cell.pass(),
+        }
+    }
 }
 
 impl Cell {
@@ -474,7 +502,7 @@ impl Cell {
     }
 
     fn json(&self) -> serde_json::Value {
-        serde_json::json!({
+        let mut json = serde_json::json!({
             "scene": self.scene,
             "preset": self.preset,
             "frames": self.frames,
@@ -493,7 +521,28 @@ impl Cell {
             "ends_on_body": self.ends_on_body,
             "pass": self.pass(),
             "fails": self.fails(),
-        })
+        });
+        if self.seeds.len() > 1 {
+            json["seeds"] = self
+                .seeds
+                .iter()
+                .map(|s| {
+                    serde_json::json!({
+                        "max_strain": s.max_strain,
+                        "mean_strain": s.mean_strain,
+                        "penetration_m": s.penetration,
+                        "tunnelled_nodes": s.tunnelled,
+                        "pass": s.pass,
+                    })
+                })
+                .collect();
+        }
+        json
+    }
+
+    /// Seeds whose run passes.
+    fn seed_passes(&self) -> usize {
+        self.seeds.iter().filter(|s| s.pass).count()
     }
 }
 
@@ -520,8 +569,12 @@ fn fixed_camera(kind: &Kind) -> Camera {
     Camera::look_at(eye, target, 0.8, TILE_W, TILE_H)
 }
 
-/// Scenes a to e: a core cloth stepped with `Cloth::step_with`.
-fn run_core(scene: &Scene, settings: SolverSettings) -> Result<Outcome, Box<dyn Error>> {
+/// How far a seeded run moves each node's start (metres per coordinate; `--seeds`).
+const JITTER: f64 = 1e-9;
+
+/// Scenes a to e: a core cloth stepped with `Cloth::step_with`, its start moved by
+/// [`JITTER`] for a seed other than 0.
+fn run_core(scene: &Scene, settings: SolverSettings, seed: u64) -> Result<Outcome, Box<dyn Error>> {
     let (mut cloth, mut colliders, mut motion, frames) = match scene.kind {
         Kind::Drop { body, friction } => {
             let mut colliders = ColliderSet::new();
@@ -577,6 +630,9 @@ fn run_core(scene: &Scene, settings: SolverSettings) -> Result<Outcome, Box<dyn 
         }
         Kind::Cape { .. } => unreachable!("the cape runs through the ECS"),
     };
+    if seed != 0 {
+        cloth.set_positions(&cape_scene::jittered(cloth.positions(), seed, JITTER))?;
+    }
     let mut rec = Recorder::new(cloth.positions(), frames, scene.ends_at_rest());
     let mut error = None;
     for frame in 0..frames {
@@ -662,7 +718,7 @@ fn run_core(scene: &Scene, settings: SolverSettings) -> Result<Outcome, Box<dyn 
 
 /// Scenes f and g: the cape demo through the ECS at `preset`, with its game constraints if
 /// `limits`.
-fn run_cape(preset: &BudgetPreset, limits: bool) -> Result<Outcome, Box<dyn Error>> {
+fn run_cape(preset: &BudgetPreset, limits: bool, seed: u64) -> Result<Outcome, Box<dyn Error>> {
     const FRAMES: usize = 600;
     let mut cape = CapeScene::new(
         ClothConfig {
@@ -671,6 +727,7 @@ fn run_cape(preset: &BudgetPreset, limits: bool) -> Result<Outcome, Box<dyn Erro
         },
         limits,
     )?;
+    cape.jitter(seed, JITTER)?;
     let mut rec = Recorder::new(cape.sim().cloth.positions(), FRAMES, false);
     let mut error = None;
     for frame in 0..FRAMES {
@@ -740,10 +797,10 @@ fn limits_not_worse(cells: &mut [Cell]) {
     }
 }
 
-fn run_cell(scene: &Scene, preset: &BudgetPreset) -> Result<Cell, Box<dyn Error>> {
+fn run_cell(scene: &Scene, preset: &BudgetPreset, seed: u64) -> Result<Cell, Box<dyn Error>> {
     let out = match scene.kind {
-        Kind::Cape { limits } => run_cape(preset, limits)?,
-        _ => run_core(scene, preset.settings(DT, GRAVITY)?)?,
+        Kind::Cape { limits } => run_cape(preset, limits, seed)?,
+        _ => run_core(scene, preset.settings(DT, GRAVITY)?, seed)?,
     };
     let rec = &out.rec;
     let tunnelled = rec.tunnelled().max(out.extra_tunnelled);
@@ -849,6 +906,7 @@ fn run_cell(scene: &Scene, preset: &BudgetPreset) -> Result<Cell, Box<dyn Error>
         ends_on_body: out.ends_on_body,
         checks,
         tile: out.tile,
+        seeds: Vec::new(),
     })
 }
 
@@ -951,12 +1009,14 @@ fn table_cell(c: &Cell) -> String {
 struct Args {
     scene: Option<String>,
     preset: Option<String>,
+    seeds: u64,
 }
 
 fn parse_args() -> Result<Args, Box<dyn Error>> {
     let mut args = Args {
         scene: None,
         preset: None,
+        seeds: 1,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -968,9 +1028,19 @@ fn parse_args() -> Result<Args, Box<dyn Error>> {
         match key.as_str() {
             "--scene" => args.scene = Some(value()?),
             "--preset" => args.preset = Some(value()?),
+            "--seeds" => {
+                let v = value()?;
+                args.seeds = v
+                    .parse()
+                    .ok()
+                    .filter(|&n| (1..=100).contains(&n))
+                    .ok_or(format!(
+                        "--seeds takes a whole number from 1 to 100, got {v:?}"
+                    ))?;
+            }
             "-h" | "--help" => {
                 println!(
-                    "usage: contact_gallery [--scene NAME-OR-SUBSTRING] [--preset mobile|console|desktop]"
+                    "usage: contact_gallery [--scene NAME-OR-SUBSTRING] [--preset mobile|console|desktop] [--seeds N]"
                 );
                 std::process::exit(0);
             }
@@ -1008,7 +1078,14 @@ fn main() -> Result<(), Box<dyn Error>> {
     for scene in &scenes {
         for preset in &presets {
             let t = Instant::now();
-            let cell = run_cell(scene, preset)?;
+            let mut cell = run_cell(scene, preset, 0)?;
+            if args.seeds > 1 {
+                cell.seeds.push(SeedRun::of(&cell));
+                for seed in 1..args.seeds {
+                    cell.seeds
+                        .push(SeedRun::of(&run_cell(scene, preset, seed)?));
+                }
+            }
             eprintln!(
                 "[{:>2}/{total}] {:<22} {:<8} {:>6.1} s  {}",
                 cells.len() + 1,
@@ -1112,6 +1189,33 @@ fn main() -> Result<(), Box<dyn Error>> {
         println!("  {} / {}: {}", c.scene, c.preset, details.join("; "));
     }
     println!();
+    if args.seeds > 1 {
+        let n = args.seeds as usize;
+        println!();
+        println!(
+            "over {n} seeds (each start moved by up to {JITTER:e} m; a cell's own checks, without \
+             the cross-cell one): passes, and max strain % median [least, most]"
+        );
+        for c in &cells {
+            let mut m: Vec<f64> = c.seeds.iter().map(|s| s.max_strain * 100.0).collect();
+            m.sort_by(f64::total_cmp);
+            println!(
+                "  {:<22} {:<8} {}/{n}  {:>8.2} [{:.2}, {:.2}]",
+                c.scene,
+                c.preset,
+                c.seed_passes(),
+                m[m.len() / 2],
+                m[0],
+                m[m.len() - 1]
+            );
+        }
+        let every = cells.iter().filter(|c| c.seed_passes() == n).count();
+        let most = cells.iter().filter(|c| 2 * c.seed_passes() > n).count();
+        println!(
+            "{every} of {} cells pass at every seed, {most} at most seeds",
+            cells.len()
+        );
+    }
     println!("cells run one after another in {run_s:.1} s");
     println!("contact sheet: {}", sheet_path.display());
 

@@ -75,6 +75,16 @@ impl CapeScene {
         start.elapsed().as_secs_f64() * 1e3
     }
 
+    /// Moves every cape node by at most `amplitude` metres per coordinate (deterministic for a
+    /// `seed`; 0 moves nothing): a rounding-level perturbation to see how much a run's figures
+    /// depend on rounding.
+    #[allow(dead_code)] // used by contact_gallery, not by cape
+    pub fn jitter(&mut self, seed: u64, amplitude: f64) -> Result<(), isocloth::ClothError> {
+        let mut sim = self.world.get_mut::<ClothSim>(self.cape).expect("cape");
+        let x = jittered(sim.cloth.positions(), seed, amplitude);
+        sim.cloth.set_positions(&x)
+    }
+
     /// The cape's simulation component.
     pub fn sim(&self) -> &ClothSim {
         self.world.get::<ClothSim>(self.cape).expect("cape")
@@ -112,4 +122,22 @@ pub fn nodes_inside(colliders: &ColliderSet, points: &[DVec3]) -> usize {
             (0..colliders.len()).any(|id| colliders.signed_distance(id, p).is_some_and(|d| d < 0.0))
         })
         .count()
+}
+
+/// `x` with every coordinate moved by at most `amplitude` (xorshift from `seed`; seed 0 leaves
+/// it as it is).
+pub fn jittered(x: &[DVec3], seed: u64, amplitude: f64) -> Vec<DVec3> {
+    if seed == 0 {
+        return x.to_vec();
+    }
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        ((state >> 11) as f64 / (1u64 << 53) as f64 - 0.5) * 2.0 * amplitude
+    };
+    x.iter()
+        .map(|p| *p + DVec3::new(next(), next(), next()))
+        .collect()
 }
