@@ -292,14 +292,16 @@ impl Cloth {
     pub fn set_limit_settings(&mut self, limits: LimitSettings) -> Result<(), ClothError> {
         limits.validate_for(self.state.positions.len())?;
         if limits.uses_skin() && self.skin.start.len() != self.state.positions.len() {
-            self.skin = SkinFrame::still(&self.model.mesh, &self.state.positions);
+            self.skin = SkinFrame::still(
+                &self.model.mesh,
+                &self.state.positions,
+                limits.uses_backstop(),
+            );
+        } else if limits.uses_backstop() {
+            self.skin.ensure_normals(&self.model.mesh);
         }
-        if limits.tether_scale != self.limits.tether_scale
-            || limits.max_distance.len() != self.limits.max_distance.len()
-            || limits.backstop_radius != self.limits.backstop_radius
-        {
-            self.limit_forces.clear();
-        }
+        // Another limit set has another order of limits: no warm start.
+        self.limit_forces.clear();
         self.limits = limits;
         self.wake();
         Ok(())
@@ -310,21 +312,12 @@ impl Cloth {
     /// measured from ([`crate::attachment::Attachments::with_skin`] computes it). Substeps
     /// interpolate from the last frame's.
     pub fn set_skin_targets(&mut self, targets: &[DVec3]) -> Result<(), ClothError> {
-        let n = self.state.positions.len();
-        if targets.len() != n {
-            return Err(ClothError::LengthMismatch {
-                what: "skin targets",
-                expected: n,
-                found: targets.len(),
-            });
-        }
-        if let Some(i) = targets.iter().position(|p| !p.is_finite()) {
-            return Err(ClothError::NonFiniteInput { node: i });
-        }
+        let n = per_node_input("skin targets", targets, n_nodes(self))?;
+        let normals = self.limits.uses_backstop();
         if self.skin.start.len() != n {
-            self.skin = SkinFrame::still(&self.model.mesh, targets);
+            self.skin = SkinFrame::still(&self.model.mesh, targets, normals);
         } else {
-            self.skin.set_target(&self.model.mesh, targets);
+            self.skin.set_target(&self.model.mesh, targets, normals);
         }
         Ok(())
     }
@@ -374,17 +367,7 @@ impl Cloth {
     /// Puts every node at `positions` with zero velocity and forgets the history (the next
     /// substep is backward Euler).
     pub fn set_positions(&mut self, positions: &[DVec3]) -> Result<(), ClothError> {
-        let n = self.state.positions.len();
-        if positions.len() != n {
-            return Err(ClothError::LengthMismatch {
-                what: "positions",
-                expected: n,
-                found: positions.len(),
-            });
-        }
-        if let Some(i) = positions.iter().position(|p| !p.is_finite()) {
-            return Err(ClothError::NonFiniteInput { node: i });
-        }
+        per_node_input("positions", positions, n_nodes(self))?;
         self.state.positions.copy_from_slice(positions);
         self.state.prev_positions.copy_from_slice(positions);
         self.state.velocities.fill(DVec3::ZERO);
@@ -404,17 +387,7 @@ impl Cloth {
 
     /// Sets every node's velocity (history is reset to the same velocity).
     pub fn set_velocities(&mut self, velocities: &[DVec3]) -> Result<(), ClothError> {
-        let n = self.state.velocities.len();
-        if velocities.len() != n {
-            return Err(ClothError::LengthMismatch {
-                what: "velocities",
-                expected: n,
-                found: velocities.len(),
-            });
-        }
-        if let Some(i) = velocities.iter().position(|p| !p.is_finite()) {
-            return Err(ClothError::NonFiniteInput { node: i });
-        }
+        per_node_input("velocities", velocities, n_nodes(self))?;
         self.state.velocities.copy_from_slice(velocities);
         self.state.has_history = false;
         self.wake();
@@ -928,6 +901,26 @@ impl Cloth {
             .flatten()
             .copied()
             .collect()
+    }
+}
+
+/// The cloth's node count.
+fn n_nodes(cloth: &Cloth) -> usize {
+    cloth.state.positions.len()
+}
+
+/// Checks a per-node input: one finite vector per node. Returns the node count.
+fn per_node_input(what: &'static str, values: &[DVec3], n: usize) -> Result<usize, ClothError> {
+    if values.len() != n {
+        return Err(ClothError::LengthMismatch {
+            what,
+            expected: n,
+            found: values.len(),
+        });
+    }
+    match values.iter().position(|p| !p.is_finite()) {
+        Some(node) => Err(ClothError::NonFiniteInput { node }),
+        None => Ok(n),
     }
 }
 

@@ -673,6 +673,36 @@ pub(crate) struct Candidate {
     overshoot: f64,
 }
 
+impl Candidate {
+    /// A candidate at the start of a substep, not yet measured: `force` is its warm start,
+    /// `p0`, `carried` and `start` describe where its node began against a body (unused for a
+    /// limit).
+    fn new(
+        node: u32,
+        body: u32,
+        limit: bool,
+        force: DVec3,
+        (p0, carried, start): (DVec3, DVec3, Option<f64>),
+    ) -> Self {
+        Self {
+            node,
+            body,
+            limit,
+            force,
+            gap: f64::INFINITY,
+            normal: DVec3::ZERO,
+            engaged: false,
+            compliance: 0.0,
+            measured: false,
+            prev_gap: f64::NAN,
+            overshoot: 0.0,
+            p0,
+            carried,
+            start,
+        }
+    }
+}
+
 /// The collective compliance a cloth last measured: the contact set's nodes (engaged
 /// candidates in candidate order) and the compliance each one took. It depends only on the
 /// factor and the set, so a later substep or step whose contact set is the same takes it from
@@ -724,7 +754,7 @@ pub(crate) struct ContactPass {
     friction: f64,
     /// Farthest a node that starts a substep inside a body is pushed out during it.
     max_push: f64,
-    /// Nodes in contact after the last substep.
+    /// Nodes touching a body after the last substep (a limit's touches are not counted).
     pub last_contacts: usize,
     /// Nodes that came into contact this substep (after [`ContactPass::finish`]).
     pub impacts: usize,
@@ -752,6 +782,8 @@ pub(crate) struct ContactPass {
     /// Per limit: the force (newtons, along its push) it ended the last substep with; the
     /// cloth's (swapped in by `load`, out by `store`).
     limit_warm: Vec<f64>,
+    /// Whether a limit pushed its node after the last [`ContactPass::update`].
+    limit_pushing: bool,
 }
 
 impl std::fmt::Debug for Body {
@@ -1000,22 +1032,13 @@ impl ContactPass {
                 if !l.may_reach(a, b, limit_slack) && self.limit_warm[k] == 0.0 {
                     continue;
                 }
-                self.candidates.push(Candidate {
-                    node: i,
-                    body: k as u32,
-                    limit: true,
-                    force: self.limit_warm[k] * l.gap(b).1,
-                    gap: f64::INFINITY,
-                    normal: DVec3::ZERO,
-                    engaged: false,
-                    compliance: 0.0,
-                    measured: false,
-                    prev_gap: f64::NAN,
-                    overshoot: 0.0,
-                    p0: DVec3::ZERO,
-                    carried: DVec3::ZERO,
-                    start: None,
-                });
+                self.candidates.push(Candidate::new(
+                    i,
+                    k as u32,
+                    true,
+                    self.limit_warm[k] * l.gap(b).1,
+                    (DVec3::ZERO, DVec3::ZERO, None),
+                ));
             }
         }
         self.sum_forces();
@@ -1071,26 +1094,14 @@ impl ContactPass {
                 let warm = self.warm_body[i as usize] == c;
                 let (b0, b1) = (&self.bodies0[c as usize], &self.bodies1[c as usize]);
                 let p0 = b0.pose.inverse_transform_point(a);
-                self.candidates.push(Candidate {
-                    node: i,
-                    body: c,
-                    limit: false,
-                    force: if warm {
-                        self.warm_force[i as usize]
-                    } else {
-                        DVec3::ZERO
-                    },
-                    gap: f64::INFINITY,
-                    normal: DVec3::ZERO,
-                    engaged: false,
-                    compliance: 0.0,
-                    measured: false,
-                    prev_gap: f64::NAN,
-                    overshoot: 0.0,
-                    p0,
-                    carried: b1.pose.transform_point(p0),
-                    start: b1.start_depth(p0),
-                });
+                let force = if warm {
+                    self.warm_force[i as usize]
+                } else {
+                    DVec3::ZERO
+                };
+                let start = (p0, b1.pose.transform_point(p0), b1.start_depth(p0));
+                self.candidates
+                    .push(Candidate::new(i, c, false, force, start));
             }
         }
     }
@@ -1112,9 +1123,7 @@ impl ContactPass {
 
     /// Whether a game constraint pushes its node (after the last [`ContactPass::update`]).
     pub fn limit_pushing(&self) -> bool {
-        self.candidates
-            .iter()
-            .any(|c| c.limit && c.force != DVec3::ZERO)
+        self.limit_pushing
     }
 
     /// Whether the substep has game constraints (the last pass then runs even without
@@ -1254,6 +1263,7 @@ impl ContactPass {
     ///
     /// A limit ([`crate::limits`]) is frictionless: its force stays along its push.
     pub fn update(&mut self, x: &[DVec3], compliance: &[f64]) {
+        self.limit_pushing = false;
         for c in &mut self.candidates {
             if !c.engaged {
                 continue;
@@ -1277,6 +1287,7 @@ impl ContactPass {
             let rn = (rn - c.gap / w).max(0.0);
             if c.limit {
                 c.force = rn * n;
+                self.limit_pushing |= rn > 0.0;
                 continue;
             }
             let mu = self.friction;
@@ -1380,8 +1391,8 @@ impl ContactPass {
         }
         self.touched.clear();
         self.impacts = 0;
+        self.last_contacts = 0;
         self.limit_warm.fill(0.0);
-        let mut body_touches = 0;
         for (k, c) in self.candidates.iter().enumerate() {
             let i = c.node as usize;
             if c.limit {
@@ -1398,7 +1409,6 @@ impl ContactPass {
                 }
                 continue;
             }
-            body_touches += 1;
             let (b0, b1) = (
                 &self.bodies0[c.body as usize],
                 &self.bodies1[c.body as usize],
@@ -1410,18 +1420,16 @@ impl ContactPass {
                 let moved = x[i] - b0.pose.transform_point(local);
                 self.touched
                     .push((c.node, b1.pose.transform_vector(n), moved));
+                self.last_contacts += 1;
                 if !self.was_touching[i] {
                     self.impacts += 1;
                 }
-            } else {
-                body_touches -= 1;
             }
         }
         self.was_touching.fill(false);
         for &(i, _, _) in &self.touched {
             self.was_touching[i as usize] = true;
         }
-        self.last_contacts = body_touches;
         // Warm start of the next substep: each node's strongest pushing contact.
         self.warm_body.fill(u32::MAX);
         self.warm_force.fill(DVec3::ZERO);

@@ -174,6 +174,11 @@ impl LimitSettings {
         !self.max_distance.is_empty() || !self.backstop_radius.is_empty()
     }
 
+    /// Whether any backstop is on (the skin's normals are then needed).
+    pub fn uses_backstop(&self) -> bool {
+        !self.backstop_radius.is_empty()
+    }
+
     /// Whether any limit is on.
     pub fn any(&self) -> bool {
         self.tether_scale > 0.0 || self.uses_skin()
@@ -246,7 +251,9 @@ impl Tethers {
 }
 
 /// The skinned pose a cloth's max distance and backstop are measured from: positions and
-/// render normals at the start and the end of the frame (the substeps interpolate).
+/// render normals at the start and the end of the frame (the substeps interpolate). The
+/// normals are kept only while a backstop needs them (empty otherwise): a skinned cape
+/// without backstops does not pay for them every frame.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct SkinFrame {
     pub start: Vec<DVec3>,
@@ -256,23 +263,41 @@ pub(crate) struct SkinFrame {
 }
 
 impl SkinFrame {
-    /// A still skin at `positions`.
-    pub fn still(mesh: &ClothMesh, positions: &[DVec3]) -> Self {
-        let mut normals = Vec::new();
-        vertex_normals(mesh, positions, &mut normals);
-        Self {
+    /// A still skin at `positions`, with its normals if `normals`.
+    pub fn still(mesh: &ClothMesh, positions: &[DVec3], normals: bool) -> Self {
+        let mut skin = Self {
             start: positions.to_vec(),
             target: positions.to_vec(),
-            start_normals: normals.clone(),
-            target_normals: normals,
+            ..Self::default()
+        };
+        if normals {
+            skin.ensure_normals(mesh);
+        }
+        skin
+    }
+
+    /// Computes the normals of both poses if they are not kept yet.
+    pub fn ensure_normals(&mut self, mesh: &ClothMesh) {
+        if self.target_normals.len() != self.target.len() {
+            vertex_normals(mesh, &self.start, &mut self.start_normals);
+            vertex_normals(mesh, &self.target, &mut self.target_normals);
         }
     }
 
-    /// The skinned pose wanted at the end of the next frame.
-    pub fn set_target(&mut self, mesh: &ClothMesh, target: &[DVec3]) {
+    /// The skinned pose wanted at the end of the next frame (and its normals if `normals`;
+    /// else none are kept).
+    pub fn set_target(&mut self, mesh: &ClothMesh, target: &[DVec3], normals: bool) {
         self.target.clear();
         self.target.extend_from_slice(target);
-        vertex_normals(mesh, &self.target, &mut self.target_normals);
+        if normals {
+            if self.start_normals.len() != self.start.len() {
+                vertex_normals(mesh, &self.start, &mut self.start_normals);
+            }
+            vertex_normals(mesh, &self.target, &mut self.target_normals);
+        } else {
+            self.start_normals.clear();
+            self.target_normals.clear();
+        }
     }
 
     /// Whether the skin moves over the coming frame.
@@ -297,7 +322,7 @@ impl SkinFrame {
     /// The frame ended: the targets are the start of the next one.
     pub fn finish_frame(&mut self) {
         self.start.copy_from_slice(&self.target);
-        self.start_normals.copy_from_slice(&self.target_normals);
+        self.start_normals.clone_from(&self.target_normals);
     }
 }
 
