@@ -14,101 +14,20 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use glam::{DVec3, Vec3};
-use isocloth::rig::{self, Animation, CharacterRig};
+
+mod common;
+
+use common::Walk;
+use glam::Vec3;
+use isocloth::rig::{self, Animation};
 use isocloth::{
-    Attachments, BaseMesh, Cloth, ClothMesh, ColliderSet, LimitSettings, Material, Pose,
-    SleepSettings, SolverSettings,
+    BaseMesh, Cloth, ClothMesh, LimitSettings, Material, SleepSettings, SolverSettings,
 };
 
 const DT: f64 = 1.0 / 60.0;
 
 /// The constraints a case puts on the cape.
 type Painting = fn(&Cloth) -> LimitSettings;
-
-/// The walking character with its cape and bodies.
-struct Walk {
-    rig: CharacterRig,
-    cloth: Cloth,
-    attachments: Attachments,
-    colliders: ColliderSet,
-    ids: Vec<(usize, usize, Pose)>,
-    poses: Vec<Pose>,
-}
-
-impl Walk {
-    fn new(limits: impl FnOnce(&Cloth) -> LimitSettings) -> Self {
-        let rig = CharacterRig::new(Animation::Walk, DVec3::ZERO, 0.0);
-        let mut poses = Vec::new();
-        rig.poses(&mut poses);
-        let mut cloth = rig::demo_cape(SolverSettings::default()).expect("cape");
-        let attachments = rig::demo_cape_attachments(&cloth, &poses).expect("attachments");
-        let l = limits(&cloth);
-        cloth.set_limit_settings(l).expect("limits");
-        let mut colliders = ColliderSet::new();
-        let mut ids = Vec::new();
-        for (b, pose) in poses.iter().enumerate() {
-            if let Some((shape, offset)) = CharacterRig::bone_collider(b) {
-                let id = colliders.add(shape, pose.mul(&offset)).expect("collider");
-                ids.push((b, id, offset));
-            }
-        }
-        let mut walk = Self {
-            rig,
-            cloth,
-            attachments,
-            colliders,
-            ids,
-            poses,
-        };
-        // Into the walk: past the start.
-        for _ in 0..60 {
-            walk.frame();
-        }
-        walk
-    }
-
-    /// The same 30 frames of the walk from here, every time (restored from a copy), so that
-    /// every case times the same work.
-    fn thirty_frames(&self) -> impl FnMut() + use<> {
-        let (rig, snapshot) = (self.rig.clone(), self.cloth.snapshot());
-        let (attachments, colliders) = (self.attachments.clone(), self.colliders.clone());
-        let mut walk = Self {
-            rig: rig.clone(),
-            cloth: Cloth::new(self.cloth.model().clone()),
-            attachments: attachments.clone(),
-            colliders: colliders.clone(),
-            ids: self.ids.clone(),
-            poses: self.poses.clone(),
-        };
-        walk.cloth
-            .set_limit_settings(self.cloth.limit_settings().clone())
-            .expect("limits");
-        walk.cloth
-            .set_skin_targets(self.cloth.skin_targets())
-            .expect("skin");
-        move || {
-            walk.rig.clone_from(&rig);
-            walk.attachments.clone_from(&attachments);
-            walk.colliders.clone_from(&colliders);
-            walk.cloth.restore(&snapshot).expect("restore");
-            for _ in 0..30 {
-                walk.frame();
-            }
-        }
-    }
-
-    fn frame(&mut self) {
-        self.rig.advance(DT);
-        self.rig.poses(&mut self.poses);
-        self.colliders.finish_frame();
-        for &(b, id, offset) in &self.ids {
-            let _ = self.colliders.set_pose(id, self.poses[b].mul(&offset));
-        }
-        let _ = self.attachments.apply(&mut self.cloth, &self.poses);
-        black_box(self.cloth.step_with(DT, &self.colliders).expect("step"));
-    }
-}
 
 fn bench_limits(c: &mut Criterion) {
     let mut group = c.benchmark_group("limits/cape_777_nodes");
@@ -136,7 +55,11 @@ fn bench_limits(c: &mut Criterion) {
         }),
     ];
     for (name, limits) in cases {
-        let mut thirty = Walk::new(limits).thirty_frames();
+        let mut thirty = Walk::new(Animation::Walk, 60, |cloth| {
+            let l = limits(cloth);
+            cloth.set_limit_settings(l).expect("limits");
+        })
+        .thirty_frames();
         group.bench_function(name, |b| b.iter(&mut thirty));
     }
     group.finish();

@@ -25,6 +25,7 @@ use crate::mesh::ClothMesh;
 use crate::model::{ClothModel, SolverSettings, precision_for};
 pub use crate::pipeline::ClothState;
 use crate::pipeline::{SubstepInputs, substep};
+use crate::self_contact::{RawPair, SelfCollisionSettings};
 use crate::workspace::{Workspace, with_thread_workspace};
 
 /// What one call to [`Cloth::step`] did.
@@ -104,6 +105,10 @@ pub struct Cloth {
     skin: SkinFrame,
     /// Per limit, the force it ended the last step with (the next step's warm start).
     limit_forces: Vec<f64>,
+    /// The cloth against itself.
+    self_collision: SelfCollisionSettings,
+    /// The self-contact forces the last step ended with (the next step's warm start).
+    self_forces: Vec<(RawPair, f64)>,
     sleep: Sleep,
     /// How many times the cloth went back to its last good state.
     recoveries: u64,
@@ -138,6 +143,8 @@ impl Cloth {
             limits: LimitSettings::default(),
             skin: SkinFrame::default(),
             limit_forces: Vec::new(),
+            self_collision: SelfCollisionSettings::default(),
+            self_forces: Vec::new(),
             sleep: Sleep::default(),
             recoveries: 0,
             fault: false,
@@ -212,6 +219,7 @@ impl Cloth {
         self.model = self.model.with_pins(pins)?;
         self.contact_response.clear();
         self.limit_forces.clear();
+        self.self_forces.clear();
         self.wake();
         let x = &self.state.positions;
         self.pin_start = self.model.pins.iter().map(|&p| x[p as usize]).collect();
@@ -307,6 +315,24 @@ impl Cloth {
         Ok(())
     }
 
+    /// The self-collision settings in force.
+    pub fn self_collision(&self) -> &SelfCollisionSettings {
+        &self.self_collision
+    }
+
+    /// Turns self-collision on or off, or changes its thickness (validated; no
+    /// refactorisation). Wakes the cloth. See [`crate::self_contact`].
+    pub fn set_self_collision(
+        &mut self,
+        settings: SelfCollisionSettings,
+    ) -> Result<(), ClothError> {
+        settings.validate()?;
+        self.self_collision = settings;
+        self.self_forces.clear();
+        self.wake();
+        Ok(())
+    }
+
     /// Sets every node's skinned position for the end of the next frame (node order): the
     /// rest pose carried by the character's bones, which max distance and backstops are
     /// measured from ([`crate::attachment::Attachments::with_skin`] computes it). Substeps
@@ -376,6 +402,7 @@ impl Cloth {
         // Forces that held the cloth where it was would push it from where it is now.
         self.contact_forces.clear();
         self.limit_forces.clear();
+        self.self_forces.clear();
         self.wake();
         for (k, &p) in self.model.pins.iter().enumerate() {
             self.pin_start[k] = positions[p as usize];
@@ -518,6 +545,8 @@ impl Cloth {
             &mut self.limit_forces,
             bodies,
             self.limits.any(),
+            self.self_collision.enabled,
+            &mut self.self_forces,
         );
         // Keep the positions to go back to if a non-finite value appears (reusing the buffer):
         // a recovery restarts the cloth at rest there, so nothing else of the state is needed.
@@ -535,6 +564,7 @@ impl Cloth {
             &mut self.contact_forces,
             &mut self.contact_response,
             &mut self.limit_forces,
+            &mut self.self_forces,
         );
         report.contacts = ws.contact_pass.last_contacts as u32;
         let st = &self.state;
@@ -555,6 +585,7 @@ impl Cloth {
             self.state.has_history = false;
             self.contact_forces.clear();
             self.limit_forces.clear();
+            self.self_forces.clear();
             self.recoveries += 1;
             report.recovered = true;
         }
@@ -621,6 +652,8 @@ impl Cloth {
                 &mut self.limit_forces,
                 false,
                 self.limits.any(),
+                self.self_collision.enabled,
+                &mut self.self_forces,
             );
             for (i, &p) in self.model.pins.iter().enumerate() {
                 ws.x_new[p as usize] = self.pin_target[i];
@@ -631,6 +664,7 @@ impl Cloth {
                 &mut self.contact_forces,
                 &mut self.contact_response,
                 &mut self.limit_forces,
+                &mut self.self_forces,
             );
         });
         self.pin_start.copy_from_slice(&self.pin_target);
@@ -658,6 +692,10 @@ impl Cloth {
                 skin: &self.skin,
                 pinned: &self.model.pinned_mask,
             }),
+            self_thickness: self
+                .self_collision
+                .enabled
+                .then_some(self.self_collision.thickness),
         };
         if !substep(&inputs, &mut self.state, ws) {
             self.fault = true;

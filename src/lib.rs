@@ -34,7 +34,7 @@
 //! |---|---|---|
 //! | `mesh/` | the artist's mesh and its 4:1 red/black subdivision | [`mesh`], [`obj`] (OBJ import: n-gons triangulated in their plane, seam vertices merged) |
 //! | `dynamics/` | energy, the prefactored matrix, the iterations | [`energy`] (constraint terms and their local projections), [`aero`] (wind, drag, lift, damping), `factor` (the sparse Cholesky, the only place faer is used), [`model`] (the prepared, shareable form), `solver` (local-global, L-BFGS, projected Newton), [`integrator`] (BDF2, backward Euler), [`equilibrium`] (static equilibrium: pre-settling, converged references), [`measures`] (strain, isometry, conformity, energy), [`workspace`] (preallocated memory) |
-//! | `contact/` | the character's bodies and contact | [`collision`] (kinematic capsules, spheres, planes; per-node frictional contact; the only place parry3d is used), [`limits`] (tethers, max distance, backstops, sleeping) |
+//! | `contact/` | the character's bodies and contact | [`collision`] (kinematic capsules, spheres, planes; per-node frictional contact; the only place parry3d is used), [`limits`] (tethers, max distance, backstops, sleeping), [`self_contact`] (the cloth against itself) |
 //! | `character/` | what drives the cloth from a skeleton | [`attachment`] (pins on bones, skinning, teleports, inertia scaling), [`rig`] (the procedural test character) |
 //! | `engine/` | integration into a game | `ecs` (the bevy_ecs adapter), `scenario` (the scenario runner), [`tuning`] (budgets per platform from measured runs), [`worker`] (stepping on a worker thread, the only place crossbeam is used) |
 //! | (root) | the façade and shared pieces | [`cloth`] (a cloth's state and its `step`), [`error`], [`load`] (settings files with errors at the line) |
@@ -56,7 +56,8 @@ pub mod load;
 pub mod mesh;
 
 pub use character::{attachment, rig};
-pub use contact::{collision, limits};
+pub(crate) use contact::bounds;
+pub use contact::{collision, limits, self_contact};
 #[doc(hidden)]
 pub use dynamics::stages;
 pub use dynamics::{aero, energy, equilibrium, integrator, measures, model, workspace};
@@ -81,4 +82,5 @@ pub use limits::{LimitSettings, SleepSettings};
 pub use measures::Measures;
 pub use mesh::{BaseMesh, ClothMesh, Discretization, StrainEdge};
 pub use model::{ClothModel, ModelStats, SolverMethod, SolverSettings};
+pub use self_contact::SelfCollisionSettings;
 pub use workspace::Workspace;

@@ -134,6 +134,7 @@ mod checks {
         crate::Material,
         crate::AttachmentSettings,
         crate::ColliderShape,
-        crate::LimitSettings
+        crate::LimitSettings,
+        crate::SelfCollisionSettings
     );
 }

@@ -255,6 +255,35 @@ fn config_limits_reach_cloths_and_sleep_shows_in_the_sim() {
     assert!(sim.cloth.limit_settings().max_distance.is_empty());
 }
 
+/// The config's self-collision reaches every cloth (on, and its thickness); a bad thickness is
+/// refused at validation with an error naming it.
+#[test]
+fn config_self_collision_reaches_cloths() {
+    let (mut world, mut schedule) = world_and_schedule();
+    let settings = isocloth::SelfCollisionSettings {
+        enabled: true,
+        thickness: 0.003,
+    };
+    world.resource_mut::<ClothConfig>().self_collision = settings;
+    let e = world.spawn(ClothSim::new(cape())).id();
+    schedule.run(&mut world);
+    let sim = world.get::<ClothSim>(e).unwrap();
+    assert!(sim.last_error.is_none());
+    assert_eq!(sim.cloth.self_collision(), &settings);
+    let bad = ClothConfig {
+        self_collision: isocloth::SelfCollisionSettings {
+            enabled: true,
+            thickness: f64::INFINITY,
+        },
+        ..ClothConfig::default()
+    };
+    let err = bad.validate().unwrap_err();
+    assert!(
+        err.to_string().contains("self_collision.thickness"),
+        "{err}"
+    );
+}
+
 /// The demo character standing idle with its cape (skinned pins, inertia scales 0.8 / 0.6,
 /// every body on): with sleep on, the cape falls asleep within 5 s of ticks and stays asleep
 /// while the character stands; the tick the character's bones move, it wakes.

@@ -58,7 +58,7 @@ static GLOBAL: Counting = Counting;
 /// After a first frame, 120 frames of a 2,025-node hanging sheet (both solvers, BDF2, moving pin
 /// targets, frames of uneven length that exercise the accumulator, render positions and normals
 /// written into reused buffers; and with tethers, max distance and backstops from moving skin
-/// targets, after 30 frames) make zero heap allocations on any thread. A second cloth of the
+/// targets and self-collision on, after 30 frames) make zero heap allocations on any thread. A second cloth of the
 /// same model, stepped 60 frames on the same thread, then holds at most 200 KiB (its state).
 #[test]
 fn frame_loop_allocates_nothing_after_the_first_frame_and_instances_hold_only_state() {
@@ -95,6 +95,12 @@ fn frame_loop_allocates_nothing_after_the_first_frame_and_instances_hold_only_st
                     ..Default::default()
                 })
                 .unwrap();
+            cloth
+                .set_self_collision(isocloth::SelfCollisionSettings {
+                    enabled: true,
+                    ..Default::default()
+                })
+                .unwrap();
         }
         let (mut render, mut normals) = (Vec::new(), Vec::new());
         let start: Vec<_> = pins
@@ -123,7 +129,7 @@ fn frame_loop_allocates_nothing_after_the_first_frame_and_instances_hold_only_st
             cloth.write_render_positions(&mut render);
             cloth.write_render_normals(&mut normals);
         };
-        // With limits the candidate list grows to the most limits ever near their bound at
+        // With limits (and self-collision) the candidate list grows to the most limits ever near their bound at
         // once, then holds (as contact's does with the nodes touching several bodies).
         let warm_up = if limits { 30 } else { 1 };
         for k in 0..warm_up {

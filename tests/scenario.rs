@@ -135,6 +135,11 @@ fn hostile_scenarios_give_one_line_errors() {
             format!("(name: \"x\", {rect}, limits: (tether_scale: 0.5), frames: 1)"),
             "tether_scale",
         ),
+        (
+            "bad_self_collision_thickness",
+            format!("(name: \"x\", {rect}, self_collision: (enabled: true, thickness: 0.0), frames: 1)"),
+            "self_collision.thickness",
+        ),
     ];
     for (name, text, needle) in cases {
         let err = run_text(name, &text)

@@ -91,6 +91,7 @@ impl CapeScene {
     }
 
     /// The cape's render mesh, as of the last tick.
+    #[allow(dead_code)] // used by cape and contact_gallery, not by self_collide
     pub fn mesh(&self) -> &ClothRenderMesh {
         self.world.get::<ClothRenderMesh>(self.cape).expect("mesh")
     }
@@ -115,6 +116,7 @@ impl CapeScene {
 
 /// How many of `points` are inside any of `colliders` (signed distance below zero) at the
 /// frame's end poses: the `nodes_inside_body` figure.
+#[allow(dead_code)] // used by cape and contact_gallery, not by self_collide
 pub fn nodes_inside(colliders: &ColliderSet, points: &[DVec3]) -> usize {
     points
         .iter()

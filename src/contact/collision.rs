@@ -33,8 +33,10 @@ use parry3d::shape::{Ball, Capsule, HalfSpace};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use crate::bounds::Aabb;
 use crate::flags::NodeFlags;
 use crate::limits::NodeLimit;
+use crate::self_contact::{RawPair, SelfContact, SelfFrame};
 
 /// A rigid pose: rotation then translation (world = rotation * local + translation).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -784,44 +786,15 @@ pub(crate) struct ContactPass {
     limit_warm: Vec<f64>,
     /// Whether a limit pushed its node after the last [`ContactPass::update`].
     limit_pushing: bool,
+    /// The cloth against itself (see [`crate::self_contact`]).
+    pub(crate) self_contact: SelfContact,
+    /// Self-contact pairs engaged at the last [`ContactPass::measure`].
+    self_engaged: usize,
 }
 
 impl std::fmt::Debug for Body {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Body").field("pose", &self.pose).finish()
-    }
-}
-
-/// Axis-aligned box.
-#[derive(Clone, Copy, Debug)]
-struct Aabb {
-    min: DVec3,
-    max: DVec3,
-}
-
-impl Aabb {
-    const EMPTY: Aabb = Aabb {
-        min: DVec3::splat(f64::INFINITY),
-        max: DVec3::splat(f64::NEG_INFINITY),
-    };
-    fn grow(&mut self, p: DVec3) {
-        self.min = self.min.min(p);
-        self.max = self.max.max(p);
-    }
-    fn union(self, o: Aabb) -> Aabb {
-        Aabb {
-            min: self.min.min(o.min),
-            max: self.max.max(o.max),
-        }
-    }
-    fn inflate(self, m: f64) -> Aabb {
-        Aabb {
-            min: self.min - DVec3::splat(m),
-            max: self.max + DVec3::splat(m),
-        }
-    }
-    fn overlaps(&self, o: &Aabb) -> bool {
-        self.min.cmple(o.max).all() && o.min.cmple(self.max).all()
     }
 }
 
@@ -905,7 +878,10 @@ impl ContactPass {
     /// the passes of this step allocate only when a node meets several bodies at once; a
     /// workspace that never steps a cloth among bodies does not hold that room.
     /// With `limits` (the cloth has game constraints) it sizes the per-node forces and takes
-    /// the cloth's last limit forces (`limit_forces`, swapped in).
+    /// the cloth's last limit forces (`limit_forces`, swapped in); with `self_collision` it
+    /// sizes the per-node forces and takes the cloth's last self-contact forces
+    /// (`self_forces`, swapped in).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn load(
         &mut self,
         touching: &NodeFlags,
@@ -914,7 +890,11 @@ impl ContactPass {
         limit_forces: &mut Vec<f64>,
         bodies: bool,
         limits: bool,
+        self_collision: bool,
+        self_forces: &mut Vec<(RawPair, f64)>,
     ) {
+        self.self_contact.reset();
+        std::mem::swap(&mut self.self_contact.warm, self_forces);
         std::mem::swap(&mut self.cache, cache);
         std::mem::swap(&mut self.limit_warm, limit_forces);
         self.limits.clear();
@@ -938,7 +918,7 @@ impl ContactPass {
                 }
             }
         }
-        if bodies || limits {
+        if bodies || limits || self_collision {
             self.node_force.resize(nodes, DVec3::ZERO);
             self.candidates.reserve(nodes);
             self.touched.reserve(nodes);
@@ -955,7 +935,9 @@ impl ContactPass {
         forces: &mut Vec<ContactForce>,
         cache: &mut ResponseCache,
         limit_forces: &mut Vec<f64>,
+        self_forces: &mut Vec<(RawPair, f64)>,
     ) {
+        std::mem::swap(&mut self.self_contact.warm, self_forces);
         std::mem::swap(&mut self.cache, cache);
         std::mem::swap(&mut self.limit_warm, limit_forces);
         forces.clear();
@@ -973,7 +955,8 @@ impl ContactPass {
     /// Broad phase for a substep spanning fractions `s0..s1` of the frame: which free nodes
     /// (moving from `x_start` toward `x_pred`) may touch which colliders, and which may reach
     /// the boundary of one of their [`ContactPass::limits`]. Each candidate starts from the
-    /// force its node ended the last substep with against the same body (or limit).
+    /// force its node ended the last substep with against the same body (or limit). With
+    /// `self_collision`, also the cloth's pairs against itself.
     #[allow(clippy::too_many_arguments)]
     pub fn prepare(
         &mut self,
@@ -985,7 +968,21 @@ impl ContactPass {
         free_nodes: &[u32],
         x_start: &[DVec3],
         x_pred: &[DVec3],
+        self_collision: Option<SelfFrame<'_>>,
     ) {
+        // The last substep's forces leave the sums (a node that was a candidate then may not
+        // be one now).
+        if !self.node_force.is_empty() {
+            for c in &self.candidates {
+                self.node_force[c.node as usize] = DVec3::ZERO;
+            }
+            self.self_contact.clear_forces(&mut self.node_force);
+        }
+        self.self_engaged = 0;
+        match self_collision {
+            Some(frame) => self.self_contact.prepare(&frame, x_start, x_pred),
+            None => self.self_contact.reset(),
+        }
         self.candidates.clear();
         self.near.clear();
         self.bodies0.clear();
@@ -1106,19 +1103,21 @@ impl ContactPass {
         }
     }
 
-    /// `node_force` from the candidates' forces.
+    /// `node_force` from the candidates' forces (the self-contact pairs' forces are added by
+    /// [`ContactPass::update`]).
     fn sum_forces(&mut self) {
         for c in &self.candidates {
             self.node_force[c.node as usize] = DVec3::ZERO;
         }
+        self.self_contact.clear_forces(&mut self.node_force);
         for c in &self.candidates {
             self.node_force[c.node as usize] += c.force;
         }
     }
 
-    /// Whether any candidates exist this substep.
+    /// Whether any candidates or self-contact pairs exist this substep.
     pub fn active(&self) -> bool {
-        !self.candidates.is_empty()
+        !self.candidates.is_empty() || self.self_contact.active()
     }
 
     /// Whether a game constraint pushes its node (after the last [`ContactPass::update`]).
@@ -1152,6 +1151,8 @@ impl ContactPass {
             c.engaged = c.force != DVec3::ZERO || c.gap < 0.0;
             engaged += c.engaged as usize;
         }
+        self.self_engaged = self.self_contact.measure(x);
+        engaged += self.self_engaged;
         // Measured again when the set grew by a fifth (an impact spreading) or more.
         engaged > 0 && 5 * engaged > 6 * self.response_set
     }
@@ -1167,7 +1168,8 @@ impl ContactPass {
                 engaged += 1;
             }
         }
-        self.response_set = engaged;
+        self.self_contact.response_rhs(rhs);
+        self.response_set = engaged + self.self_engaged;
     }
 
     /// Takes the solve of [`ContactPass::response_rhs`], `u = K^-1 1_C` (node order, first
@@ -1196,6 +1198,7 @@ impl ContactPass {
                 self.cache.compliance.push(c.compliance);
             }
         }
+        self.self_contact.set_response(u, compliance);
     }
 
     /// When the contact set differs from the one last measured (the [`ResponseCache`]) by at
@@ -1210,7 +1213,7 @@ impl ContactPass {
     /// identical set still solved in 84 % of the substeps, reusing within 2 % in 12 %.
     pub fn reuse_response(&mut self) -> bool {
         let cached = &self.cache.nodes;
-        if cached.is_empty() {
+        if cached.is_empty() || self.self_engaged > 0 {
             return false;
         }
         // Both lists are in candidate order (ascending node, a node's bodies together).
@@ -1304,6 +1307,8 @@ impl ContactPass {
             c.force = rn * n + rt;
         }
         self.sum_forces();
+        self.self_contact
+            .update(compliance, self.w_max, &mut self.node_force);
     }
 
     /// Flags the nodes that the last projection put on a body or a limit.

@@ -1,7 +1,10 @@
 //! Contact: the character's bodies (kinematic capsules, spheres and planes, posed by the game
 //! every frame), the broad phase, and the per-node frictional contact forces the solver's
 //! iterations correct (`collision`; the only place parry3d is used), and the game constraints
-//! solved the same way (`limits`: tethers, max distance, backstops; sleeping).
+//! solved the same way (`limits`: tethers, max distance, backstops; sleeping), and the cloth
+//! against itself (`self_contact`: proximity forces in the iterations, a continuous check after).
 
+pub(crate) mod bounds;
 pub mod collision;
 pub mod limits;
+pub mod self_contact;

@@ -197,6 +197,8 @@ pub struct ClothModel {
     pub(crate) compliance: Vec<f64>,
     /// Each free node's nearest pin and rest geodesic distance to it (the tethers).
     pub(crate) tethers: crate::limits::Tethers,
+    /// The render mesh's triangles and edges, for self-collision.
+    pub(crate) self_topology: crate::self_contact::SelfTopology,
     /// `K` itself, assembled on first use ([`ClothModel::system`]; the factor's tests).
     #[cfg(test)]
     pub(crate) system: std::sync::OnceLock<CsrMatrix>,
@@ -285,6 +287,10 @@ impl ClothModel {
             pinned_mask[p as usize] = true;
         }
         let tethers = crate::limits::Tethers::new(&mesh, &pins);
+        let self_topology = crate::self_contact::SelfTopology::new(
+            mesh.render_triangles(),
+            mesh.initial_positions(),
+        );
         Ok(Arc::new(Self {
             mesh,
             material,
@@ -300,6 +306,7 @@ impl ClothModel {
             factor,
             compliance,
             tethers,
+            self_topology,
             #[cfg(test)]
             system: std::sync::OnceLock::new(),
             stats,

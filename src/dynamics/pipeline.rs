@@ -13,6 +13,7 @@ use crate::collision::{ColliderSet, ContactSettings};
 use crate::integrator::{History, Scheme, predict, velocity};
 use crate::limits::LimitFrame;
 use crate::model::{ClothModel, SolverSettings};
+use crate::self_contact::SelfFrame;
 use crate::solver::{Contact, solve_substep};
 use crate::workspace::Workspace;
 
@@ -48,6 +49,8 @@ pub(crate) struct SubstepInputs<'a> {
     pub span: (f64, f64),
     /// The cloth's game constraints, if it has any.
     pub limits: Option<LimitFrame<'a>>,
+    /// The cloth's self-collision thickness, if it collides with itself.
+    pub self_thickness: Option<f64>,
 }
 
 /// One substep of `state`; pinned entries of `ws.x_new` already hold their positions for the
@@ -131,7 +134,24 @@ pub(crate) fn substep(
         &model.free_nodes,
         &st.positions,
         &ws.scratch.x_tilde,
+        inputs.self_thickness.map(|thickness| SelfFrame {
+            topology: &model.self_topology,
+            thickness,
+            rest: model.mesh.metric_positions(),
+            pinned: &model.pinned_mask,
+        }),
     );
+    if ws.contact_pass.self_contact.active() {
+        // Self-contact's impulse on the prediction (see `self_contact`), before the iterations.
+        ws.contact_pass.self_contact.filter_prediction(
+            &model.masses,
+            &model.pinned_mask,
+            &mut ws.scratch.x_tilde,
+        );
+        for &node in &model.free_nodes {
+            ws.x_new[node as usize] = ws.scratch.x_tilde[node as usize];
+        }
+    }
     solve_substep(
         model,
         inputs.settings.iterations,
@@ -146,7 +166,7 @@ pub(crate) fn substep(
     // ends with backward-Euler velocities: BDF2 differentiates a quadratic through the last
     // three positions, and after a sudden stop that quadratic rebounds (velocity -v/2),
     // which would make every impact bounce. BDF2 resumes once contact is steady.
-    let impact = ws.contact_pass.impacts > 0;
+    let impact = ws.contact_pass.impacts > 0 || ws.contact_pass.self_contact.impacts > 0;
     let vscheme = if impact {
         Scheme::BackwardEuler
     } else {

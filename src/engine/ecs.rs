@@ -54,6 +54,7 @@ use crate::error::ClothError;
 use crate::limits::LimitSettings;
 use crate::load::{checked, count, positive, vector};
 use crate::model::{SolverMethod, SolverSettings};
+use crate::self_contact::SelfCollisionSettings;
 
 /// The simulated cloth of an entity (a cape, a banner, a skirt).
 ///
@@ -262,6 +263,9 @@ pub struct ClothConfig {
     /// every cloth the config applies to: give them in a [`ClothConfigOverride`].
     #[serde(deserialize_with = "checked")]
     pub limits: LimitSettings,
+    /// The cloth against itself (default: off; see [`crate::self_contact`]).
+    #[serde(deserialize_with = "checked")]
+    pub self_collision: SelfCollisionSettings,
 }
 
 impl Default for ClothConfig {
@@ -274,18 +278,20 @@ impl Default for ClothConfig {
             aero: Aerodynamics::default(),
             collider_teleport_distance: 1.0,
             limits: LimitSettings::default(),
+            self_collision: SelfCollisionSettings::default(),
         }
     }
 }
 
 impl ClothConfig {
     /// Checks every setting: the budget at this timestep and gravity, contact, air, limits,
-    /// and a finite positive teleport distance.
+    /// self-collision, and a finite positive teleport distance.
     pub fn validate(&self) -> Result<(), ClothError> {
         self.budget.settings(self.timestep, self.gravity)?;
         self.contact.validate()?;
         self.aero.validate()?;
         self.limits.validate()?;
+        self.self_collision.validate()?;
         crate::error::positive(
             "collider_teleport_distance",
             self.collider_teleport_distance,
@@ -514,6 +520,9 @@ fn configure(cloth: &mut Cloth, config: &ClothConfig) -> Result<(), ClothError> 
     }
     if cloth.limit_settings() != &config.limits {
         cloth.set_limit_settings(config.limits.clone())?;
+    }
+    if cloth.self_collision() != &config.self_collision {
+        cloth.set_self_collision(config.self_collision)?;
     }
     Ok(())
 }

@@ -39,6 +39,7 @@ use crate::load::{Validate, checked, count, positive, read_if, tuple, vector};
 use crate::mesh::{BaseMesh, ClothMesh};
 use crate::obj::{ObjMesh, ObjOptions};
 use crate::rig::{self, Animation, CharacterRig};
+use crate::self_contact::SelfCollisionSettings;
 
 /// Why a scenario could not run: one line naming the problem and, where known, where it is.
 /// Displayed as `FILE:LINE:COLUMN: PATH: MESSAGE`, leaving out what is not known.
@@ -150,6 +151,9 @@ struct Scenario {
     /// Game constraints and sleeping (per-node arrays in node order).
     #[serde(default, deserialize_with = "checked")]
     limits: LimitSettings,
+    /// The cloth against itself (default: off).
+    #[serde(default, deserialize_with = "checked")]
+    self_collision: SelfCollisionSettings,
     /// Frames run.
     #[serde(deserialize_with = "count::<_, 1, MAX_FRAMES>")]
     frames: u32,
@@ -597,6 +601,7 @@ pub fn load(text: &str, dir: &Path) -> Result<LoadedScenario, ScenarioError> {
         contact: s.contact,
         aero,
         limits: s.limits,
+        self_collision: s.self_collision,
         ..Default::default()
     };
     // Validate through the same setters the systems use, so errors name the setting.
@@ -607,6 +612,9 @@ pub fn load(text: &str, dir: &Path) -> Result<LoadedScenario, ScenarioError> {
     cloth
         .set_limit_settings(config.limits.clone())
         .map_err(|e| ScenarioError::at("limits", e))?;
+    cloth
+        .set_self_collision(config.self_collision)
+        .map_err(|e| ScenarioError::at("self_collision", e))?;
 
     let mut world = World::new();
     init_cloth_resources(&mut world);

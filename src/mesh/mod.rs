@@ -163,6 +163,49 @@ impl BaseMesh {
         Ok(Self::new(positions, triangles))
     }
 
+    /// An open tube (a skirt, a sleeve) of `radius` around the Y axis from `y = 0` up to
+    /// `y = length`, split into `around` x `along` quads of two triangles each (diagonals
+    /// alternating), closed around: vertex `(i, j)` (`i` in `0..around` counterclockwise seen
+    /// from above from the +X axis, ring `j` in `0..=along` from the bottom) has index
+    /// `j * around + i`.
+    pub fn tube(radius: f32, length: f32, around: usize, along: usize) -> Result<Self, MeshError> {
+        if !(radius.is_finite() && length.is_finite() && radius > 0.0 && length > 0.0) {
+            return Err(MeshError::InvalidGenerator(format!(
+                "tube radius and length must be positive and finite, got {radius} and {length}"
+            )));
+        }
+        const MAX_CELLS: usize = 4096;
+        if !(3..=MAX_CELLS).contains(&around) || !(1..=MAX_CELLS).contains(&along) {
+            return Err(MeshError::InvalidGenerator(format!(
+                "a tube needs 3..={MAX_CELLS} cells around and 1..={MAX_CELLS} along, got \
+                 {around} x {along}"
+            )));
+        }
+        let mut positions = Vec::with_capacity(around * (along + 1));
+        for j in 0..=along {
+            for i in 0..around {
+                let a = -(i as f32) / around as f32 * std::f32::consts::TAU;
+                let y = length * j as f32 / along as f32;
+                positions.push(Vec3::new(radius * a.cos(), y, radius * a.sin()));
+            }
+        }
+        let idx = |i: usize, j: usize| (j * around + i % around) as u32;
+        let mut triangles = Vec::with_capacity(2 * around * along);
+        for j in 0..along {
+            for i in 0..around {
+                let (a, b, c, d) = (idx(i, j), idx(i + 1, j), idx(i + 1, j + 1), idx(i, j + 1));
+                if (i + j) % 2 == 0 {
+                    triangles.push([a, b, c]);
+                    triangles.push([a, c, d]);
+                } else {
+                    triangles.push([a, b, d]);
+                    triangles.push([b, c, d]);
+                }
+            }
+        }
+        Ok(Self::new(positions, triangles))
+    }
+
     /// Index of vertex `(i, j)` of a mesh made by [`BaseMesh::rectangle`] with `cells_x` columns.
     pub fn grid_index(cells_x: usize, i: usize, j: usize) -> u32 {
         (j * (cells_x + 1) + i) as u32

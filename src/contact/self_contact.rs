@@ -1,0 +1,1314 @@
+//! Self-collision: a cloth against itself.
+//!
+//! A cape folding over a turning character, a skirt's front meeting its back: the cloth must
+//! not pass through itself. Following Bridson, Fedkiw and Anderson (2002; the base of Wang's
+//! thesis, `../shared/papers/001_...` section 3.3), two kinds of feature pairs of the render mesh
+//! are handled, both between elements that share no node:
+//!
+//! - **point-triangle**: a node against a triangle;
+//! - **edge-edge**: an edge against an edge.
+//!
+//! in three layers:
+//!
+//! 1. **Broad phase, once per substep**: a uniform spatial hash of the swept boxes (from the
+//!    substep's start to its inertial prediction, grown by the thickness and a slack) of every
+//!    node, triangle and edge; pairs that come within the thickness and the slack, or whose
+//!    paths cross (a continuous test), become the substep's pairs. Pairs whose features lie
+//!    within the thickness of each other in the rest shape are left out.
+//! 2. **Forces inside the iterations**: each pair is a scalar inequality `gap >= 0` on its four
+//!    nodes (the gap is the distance between the features along the normal from the side the
+//!    pair began the substep on, less the thickness), solved as the body contact solves its
+//!    per-node ones (`DESIGN.md` section 5): a force `lambda >= 0` pushes the two sides apart,
+//!    split over the nodes by the closest points' weights, so both sides move and the impulse is
+//!    shared through the nodes' compliances; it is corrected each iteration from the gap
+//!    (`lambda <- max(0, lambda - gap / W)`, `W` the pair's compliance) and enters the next global
+//!    solve's right-hand side. The factor is untouched.
+//! 3. **A last pass**: pairs still closer than the thickness are pushed apart, weighted by inverse
+//!    mass (pinned nodes stay), and a continuous check over every node's actual path over the
+//!    substep finds any point-triangle or edge-edge crossing (the coplanarity times of the four
+//!    moving points, then the features' distance there). The free nodes of a crossing pair go
+//!    back to where they began the substep, and the check runs again over the pairs they belong
+//!    to, until none crosses: a cloth that began the substep without crossings ends it without
+//!    (apart from pinned nodes, which are the game's to place). A node sent back ends the
+//!    substep at rest; the substep then counts as an impact (backward-Euler velocities).
+//!
+//! Off by default ([`SelfCollisionSettings`]); crossed triangle pairs of any shape can be counted
+//! with [`self_intersections`].
+
+use glam::DVec3;
+use serde::{Deserialize, Serialize};
+
+use crate::bounds::Aabb;
+use crate::error::ClothError;
+
+/// Self-collision of one cloth. Plain data; off by default.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SelfCollisionSettings {
+    /// Whether the cloth collides with itself. Default `false`: it costs a broad phase and a
+    /// continuous check every substep (see the README's figures).
+    pub enabled: bool,
+    /// The distance the cloth keeps between its own layers (metres, positive). Keep it well
+    /// under the render mesh's edge length (pairs within it in the rest shape are left out).
+    /// Default 0.004.
+    pub thickness: f64,
+}
+
+impl Default for SelfCollisionSettings {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            thickness: 0.004,
+        }
+    }
+}
+
+impl SelfCollisionSettings {
+    /// Checks the thickness (positive, finite, under a metre).
+    pub fn validate(&self) -> Result<(), ClothError> {
+        crate::error::positive("self_collision.thickness", self.thickness)?;
+        if self.thickness >= 1.0 {
+            return Err(ClothError::InvalidSetting {
+                name: "self_collision.thickness",
+                reason: format!("must be under 1 m, got {}", self.thickness),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// No feature (an entry of [`SelfTopology`]'s ownership lists).
+const NONE: u32 = u32::MAX;
+
+/// A node of the triangles' bounding volume hierarchy: two children, or with `left == NONE` a
+/// leaf holding triangle `right`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BvhNode {
+    left: u32,
+    right: u32,
+}
+
+/// The render mesh's triangles and edges, which self-collision tests, with what the broad
+/// phase needs (held by the model, built once):
+///
+/// - a bounding volume hierarchy over the triangles, built on the initial shape (median splits
+///   of the centroids along the longest axis, one triangle per leaf, parents before children)
+///   and refitted to the moving cloth each time;
+/// - an owner per node and per edge (one of the triangles around it), so that each pair of
+///   features comes from exactly one pair of triangles: node `v` against triangle `U` from the
+///   pair (owner of `v`, `U`), edge `e` against edge `f` from (owner of `e`, owner of `f`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SelfTopology {
+    pub(crate) triangles: Vec<[u32; 3]>,
+    pub(crate) edges: Vec<[u32; 2]>,
+    /// Per triangle, the nodes and edges it owns (`NONE`: fewer).
+    own_nodes: Vec<[u32; 3]>,
+    own_edges: Vec<[u32; 3]>,
+    bvh: Vec<BvhNode>,
+}
+
+impl SelfTopology {
+    pub(crate) fn new(triangles: &[[u32; 3]], positions: &[DVec3]) -> Self {
+        let mut edges: Vec<[u32; 2]> = triangles
+            .iter()
+            .flat_map(|t| (0..3).map(move |k| sorted2(t[k], t[(k + 1) % 3])))
+            .collect();
+        edges.sort_unstable();
+        edges.dedup();
+        let mut own_nodes = vec![[NONE; 3]; triangles.len()];
+        let mut own_edges = vec![[NONE; 3]; triangles.len()];
+        let mut node_owned = vec![false; positions.len()];
+        let mut edge_owned = vec![false; edges.len()];
+        for (t, tri) in triangles.iter().enumerate() {
+            let (mut nv, mut ne) = (0, 0);
+            for k in 0..3 {
+                let v = tri[k] as usize;
+                if !node_owned[v] {
+                    node_owned[v] = true;
+                    own_nodes[t][nv] = v as u32;
+                    nv += 1;
+                }
+                let e = edges
+                    .binary_search(&sorted2(tri[k], tri[(k + 1) % 3]))
+                    .expect("every triangle edge is listed");
+                if !edge_owned[e] {
+                    edge_owned[e] = true;
+                    own_edges[t][ne] = e as u32;
+                    ne += 1;
+                }
+            }
+        }
+        let centroids: Vec<DVec3> = triangles
+            .iter()
+            .map(|t| t.iter().map(|&k| positions[k as usize]).sum::<DVec3>() / 3.0)
+            .collect();
+        let mut order: Vec<u32> = (0..triangles.len() as u32).collect();
+        let mut bvh = Vec::with_capacity(2 * triangles.len());
+        if !order.is_empty() {
+            build_bvh(&mut order, &centroids, &mut bvh);
+        }
+        Self {
+            triangles: triangles.to_vec(),
+            edges,
+            own_nodes,
+            own_edges,
+            bvh,
+        }
+    }
+}
+
+/// Appends the hierarchy over `tris` to `out` (its root first) and returns the root's index.
+fn build_bvh(tris: &mut [u32], centroids: &[DVec3], out: &mut Vec<BvhNode>) -> u32 {
+    let at = out.len() as u32;
+    if tris.len() == 1 {
+        out.push(BvhNode {
+            left: NONE,
+            right: tris[0],
+        });
+        return at;
+    }
+    out.push(BvhNode { left: 0, right: 0 });
+    let mut b = Aabb::EMPTY;
+    for &t in tris.iter() {
+        b.grow(centroids[t as usize]);
+    }
+    let extent = b.max - b.min;
+    let axis = if extent.x >= extent.y && extent.x >= extent.z {
+        0
+    } else if extent.y >= extent.z {
+        1
+    } else {
+        2
+    };
+    let mid = tris.len() / 2;
+    tris.select_nth_unstable_by(mid, |&a, &b| {
+        centroids[a as usize][axis].total_cmp(&centroids[b as usize][axis])
+    });
+    let (lo, hi) = tris.split_at_mut(mid);
+    let left = build_bvh(lo, centroids, out);
+    let right = build_bvh(hi, centroids, out);
+    out[at as usize] = BvhNode { left, right };
+    at
+}
+
+fn sorted2(a: u32, b: u32) -> [u32; 2] {
+    if a < b { [a, b] } else { [b, a] }
+}
+
+/// A uniform spatial hash of boxes, for [`self_intersections`]: each box is listed in the
+/// bucket of every cell it spans, buckets filled by a counting sort.
+#[derive(Debug, Default)]
+struct Grid {
+    inv_cell: f64,
+    mask: u64,
+    /// `(bucket, item)` per cell a box spans, in box order.
+    entries: Vec<(u32, u32)>,
+    /// Start of each bucket in `items` (one more than the buckets).
+    starts: Vec<u32>,
+    items: Vec<u32>,
+}
+
+/// The cells (lowest and highest index per axis) a box spans.
+fn cell_range(b: &Aabb, inv_cell: f64) -> ([i64; 3], [i64; 3]) {
+    let lo = (b.min * inv_cell).floor();
+    let hi = (b.max * inv_cell).floor();
+    (
+        [lo.x as i64, lo.y as i64, lo.z as i64],
+        [hi.x as i64, hi.y as i64, hi.z as i64],
+    )
+}
+
+fn cell_key(c: [i64; 3]) -> u64 {
+    let h = (c[0] as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        ^ (c[1] as u64).wrapping_mul(0xC2B2_AE3D_27D4_EB4F)
+        ^ (c[2] as u64).wrapping_mul(0x1656_67B1_9E37_79F9);
+    h ^ (h >> 29)
+}
+
+/// Calls `f` with every cell of the range.
+fn for_cells(lo: [i64; 3], hi: [i64; 3], mut f: impl FnMut([i64; 3])) {
+    for x in lo[0]..=hi[0] {
+        for y in lo[1]..=hi[1] {
+            for z in lo[2]..=hi[2] {
+                f([x, y, z]);
+            }
+        }
+    }
+}
+
+impl Grid {
+    fn build(&mut self, boxes: &[Aabb], cell: f64) {
+        self.inv_cell = 1.0 / cell;
+        self.entries.clear();
+        let inv = self.inv_cell;
+        // Twice as many buckets as boxes, rounded up to a power of two.
+        let buckets = (2 * boxes.len()).next_power_of_two().max(64);
+        self.mask = buckets as u64 - 1;
+        let mask = self.mask;
+        for (k, b) in boxes.iter().enumerate() {
+            let (lo, hi) = cell_range(b, inv);
+            let entries = &mut self.entries;
+            for_cells(lo, hi, |c| {
+                entries.push(((cell_key(c) & mask) as u32, k as u32));
+            });
+        }
+        self.starts.clear();
+        self.starts.resize(buckets + 1, 0);
+        for &(b, _) in &self.entries {
+            self.starts[b as usize + 1] += 1;
+        }
+        for k in 0..buckets {
+            self.starts[k + 1] += self.starts[k];
+        }
+        self.items.clear();
+        self.items.resize(self.entries.len(), 0);
+        // Fill from the back of each bucket, so the starts end where they began.
+        for &(b, item) in self.entries.iter().rev() {
+            let end = &mut self.starts[b as usize + 1];
+            *end -= 1;
+            self.items[*end as usize] = item;
+        }
+        // `starts[b + 1]` now holds bucket b's start: shift back by one.
+        self.starts.rotate_left(1);
+        self.starts[buckets] = self.items.len() as u32;
+    }
+
+    /// Calls `f(item)` for every item listed in the bucket of a cell `b` spans (an item in
+    /// several of those cells, or in a cell sharing a bucket, comes more than once).
+    fn query(&self, b: &Aabb, mut f: impl FnMut(u32)) {
+        let (lo, hi) = cell_range(b, self.inv_cell);
+        for_cells(lo, hi, |c| {
+            let bucket = (cell_key(c) & self.mask) as usize;
+            let (s, e) = (
+                self.starts[bucket] as usize,
+                self.starts[bucket + 1] as usize,
+            );
+            for &item in &self.items[s..e] {
+                f(item);
+            }
+        });
+    }
+}
+
+/// Closest point of triangle `(a, b, c)` to `p`, as barycentric weights (Ericson, Real-Time
+/// Collision Detection, 5.1.5).
+fn closest_on_triangle(p: DVec3, a: DVec3, b: DVec3, c: DVec3) -> [f64; 3] {
+    let ab = b - a;
+    let ac = c - a;
+    let ap = p - a;
+    let d1 = ab.dot(ap);
+    let d2 = ac.dot(ap);
+    if d1 <= 0.0 && d2 <= 0.0 {
+        return [1.0, 0.0, 0.0];
+    }
+    let bp = p - b;
+    let d3 = ab.dot(bp);
+    let d4 = ac.dot(bp);
+    if d3 >= 0.0 && d4 <= d3 {
+        return [0.0, 1.0, 0.0];
+    }
+    let vc = d1 * d4 - d3 * d2;
+    if vc <= 0.0 && d1 >= 0.0 && d3 <= 0.0 {
+        let v = d1 / (d1 - d3);
+        return [1.0 - v, v, 0.0];
+    }
+    let cp = p - c;
+    let d5 = ab.dot(cp);
+    let d6 = ac.dot(cp);
+    if d6 >= 0.0 && d5 <= d6 {
+        return [0.0, 0.0, 1.0];
+    }
+    let vb = d5 * d2 - d1 * d6;
+    if vb <= 0.0 && d2 >= 0.0 && d6 <= 0.0 {
+        let w = d2 / (d2 - d6);
+        return [1.0 - w, 0.0, w];
+    }
+    let va = d3 * d6 - d5 * d4;
+    if va <= 0.0 && (d4 - d3) >= 0.0 && (d5 - d6) >= 0.0 {
+        let w = (d4 - d3) / ((d4 - d3) + (d5 - d6));
+        return [0.0, 1.0 - w, w];
+    }
+    let denom = 1.0 / (va + vb + vc);
+    let v = vb * denom;
+    let w = vc * denom;
+    [1.0 - v - w, v, w]
+}
+
+/// Parameters `(s, t)` of the closest points of segments `p1 + s (q1 - p1)` and
+/// `p2 + t (q2 - p2)`, both in `[0, 1]` (Ericson 5.1.9).
+fn closest_between_segments(p1: DVec3, q1: DVec3, p2: DVec3, q2: DVec3) -> (f64, f64) {
+    let d1 = q1 - p1;
+    let d2 = q2 - p2;
+    let r = p1 - p2;
+    let a = d1.length_squared();
+    let e = d2.length_squared();
+    let f = d2.dot(r);
+    const TINY: f64 = 1e-30;
+    if a <= TINY && e <= TINY {
+        return (0.0, 0.0);
+    }
+    if a <= TINY {
+        return (0.0, (f / e).clamp(0.0, 1.0));
+    }
+    let c = d1.dot(r);
+    if e <= TINY {
+        return ((-c / a).clamp(0.0, 1.0), 0.0);
+    }
+    let b = d1.dot(d2);
+    let denom = a * e - b * b;
+    let mut s = if denom > TINY * a * e {
+        ((b * f - c * e) / denom).clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    let mut t = (b * s + f) / e;
+    if t < 0.0 {
+        t = 0.0;
+        s = (-c / a).clamp(0.0, 1.0);
+    } else if t > 1.0 {
+        t = 1.0;
+        s = ((b - c) / a).clamp(0.0, 1.0);
+    }
+    (s, t)
+}
+
+/// The two features of a pair at positions `p` (the pair's four nodes): the weights of the
+/// closest points (positive on the first feature, negative on the second, each side summing
+/// to 1), the vector between them (first minus second), and the reference normal whose sign
+/// tells the sides apart (triangle normal, or the edges' cross product), with whether the closest
+/// points lie strictly inside both features (only then does the side decide the sign of the
+/// distance).
+fn features(edge_edge: bool, p: [DVec3; 4]) -> ([f64; 4], DVec3, DVec3, bool) {
+    if edge_edge {
+        let (s, t) = closest_between_segments(p[0], p[1], p[2], p[3]);
+        let coef = [1.0 - s, s, -(1.0 - t), -t];
+        let d = p[0].lerp(p[1], s) - p[2].lerp(p[3], t);
+        let m = (p[1] - p[0]).cross(p[3] - p[2]);
+        let inside = s > 0.0 && s < 1.0 && t > 0.0 && t < 1.0;
+        (coef, d, m, inside)
+    } else {
+        let w = closest_on_triangle(p[0], p[1], p[2], p[3]);
+        let coef = [1.0, -w[0], -w[1], -w[2]];
+        let d = p[0] - (w[0] * p[1] + w[1] * p[2] + w[2] * p[3]);
+        let m = (p[2] - p[1]).cross(p[3] - p[1]);
+        let inside = w.iter().all(|&w| w > 0.0);
+        (coef, d, m, inside)
+    }
+}
+
+/// Unsigned distance between the features of a pair at `p`.
+fn distance(edge_edge: bool, p: [DVec3; 4]) -> f64 {
+    features(edge_edge, p).1.length()
+}
+
+/// Signed distance and outward normal (pointing from the second feature toward the first, on
+/// the side `side` the pair began on) of a pair at `p`, with the closest points' weights. Where
+/// the closest points lie inside both features, the distance is measured along the reference
+/// normal oriented by `side`, so a node that went through comes back the way it came; elsewhere
+/// it is the plain distance (a node passing beside a triangle's edge has not crossed it).
+fn signed_geometry(edge_edge: bool, side: f64, p: [DVec3; 4]) -> (f64, DVec3, [f64; 4]) {
+    let (coef, d, m, inside) = features(edge_edge, p);
+    let ml = m.length();
+    let len = d.length();
+    if inside && ml > 1e-300 {
+        let n = side * m / ml;
+        let dist = d.dot(n);
+        // A point sliding inside a triangle's prism: the normal. Edges crossing at an angle:
+        // the same (their closest points' difference is along it).
+        return (dist, n, coef);
+    }
+    if len > 1e-300 {
+        (len, d / len, coef)
+    } else if ml > 1e-300 {
+        (0.0, side * m / ml, coef)
+    } else {
+        (0.0, DVec3::Y, coef)
+    }
+}
+
+/// Which side of the features a pair is on at `p`: the sign of the features' separation along
+/// the reference normal (+1 when it is zero).
+fn side_of(edge_edge: bool, p: [DVec3; 4]) -> f64 {
+    let (_, d, m, _) = features(edge_edge, p);
+    if d.dot(m) < 0.0 { -1.0 } else { 1.0 }
+}
+
+/// The largest motion of a pair's four points relative to their mean motion: the distance
+/// between the features changes by at most twice this over the motion (a common translation
+/// changes nothing).
+fn relative_motion(p0: [DVec3; 4], p1: [DVec3; 4]) -> f64 {
+    let mean = (0..4).map(|k| p1[k] - p0[k]).sum::<DVec3>() / 4.0;
+    (0..4)
+        .map(|k| (p1[k] - p0[k] - mean).length_squared())
+        .fold(0.0, f64::max)
+        .sqrt()
+}
+
+/// A lower bound on the distance between a pair's features at `p`: the gap between their
+/// boxes (cheaper than the closest points).
+fn box_gap(edge_edge: bool, p: [DVec3; 4]) -> f64 {
+    let split = if edge_edge { 2 } else { 1 };
+    let (mut a, mut b) = (Aabb::EMPTY, Aabb::EMPTY);
+    for (k, &q) in p.iter().enumerate() {
+        if k < split { a.grow(q) } else { b.grow(q) }
+    }
+    (a.min - b.max).max(b.min - a.max).max(DVec3::ZERO).length()
+}
+
+/// Earliest time in `[0, 1]` at which the features of a pair moving linearly from `p0` to `p1`
+/// come within `eps` of each other at a moment when their four points are coplanar (the
+/// continuous collision test of Bridson et al.: a crossing happens only then), or `None`.
+fn crossing_time(edge_edge: bool, p0: [DVec3; 4], p1: [DVec3; 4], eps: f64) -> Option<f64> {
+    let reach = 2.0 * relative_motion(p0, p1) + eps;
+    if box_gap(edge_edge, p0) > reach || distance(edge_edge, p0) > reach {
+        return None;
+    }
+    // f(t) = (q(t) - a(t)) . ((b(t) - a(t)) x (c(t) - a(t))): zero when coplanar. For a
+    // point-triangle pair q is the point and a, b, c the triangle; for edges (a0 a1) and
+    // (b0 b1), q = a1, a = a0, b = b0, c = b1.
+    let (iq, ia, ib, ic) = if edge_edge {
+        (1, 0, 2, 3)
+    } else {
+        (0, 1, 2, 3)
+    };
+    let d0 = p0[iq] - p0[ia];
+    let e0 = p0[ib] - p0[ia];
+    let g0 = p0[ic] - p0[ia];
+    let dd = (p1[iq] - p1[ia]) - d0;
+    let de = (p1[ib] - p1[ia]) - e0;
+    let dg = (p1[ic] - p1[ia]) - g0;
+    let c0 = d0.dot(e0.cross(g0));
+    let c1 = dd.dot(e0.cross(g0)) + d0.dot(de.cross(g0) + e0.cross(dg));
+    let c2 = dd.dot(de.cross(g0) + e0.cross(dg)) + d0.dot(de.cross(dg));
+    let c3 = dd.dot(de.cross(dg));
+    let f = |t: f64| ((c3 * t + c2) * t + c1) * t + c0;
+    let at = |t: f64| -> [DVec3; 4] { std::array::from_fn(|k| p0[k].lerp(p1[k], t)) };
+    let hit = |t: f64| distance(edge_edge, at(t)) <= eps;
+    // Split [0, 1] at the derivative's roots into monotone pieces.
+    let mut cuts = [0.0, 1.0, 1.0, 1.0];
+    let mut n = 1;
+    let (a, b, c) = (3.0 * c3, 2.0 * c2, c1);
+    let scale = a.abs().max(b.abs()).max(c.abs());
+    if scale > 0.0 {
+        if a.abs() > 1e-12 * scale {
+            let disc = b * b - 4.0 * a * c;
+            if disc >= 0.0 {
+                let sq = disc.sqrt();
+                let q = -0.5 * (b + b.signum() * sq);
+                let mut r = [q / a, if q != 0.0 { c / q } else { q / a }];
+                if r[0] > r[1] {
+                    r.swap(0, 1);
+                }
+                for t in r {
+                    if t > cuts[n - 1] && t < 1.0 {
+                        cuts[n] = t;
+                        n += 1;
+                    }
+                }
+            }
+        } else if b.abs() > 0.0 {
+            let t = -c / b;
+            if t > 0.0 && t < 1.0 {
+                cuts[n] = t;
+                n += 1;
+            }
+        }
+    }
+    cuts[n] = 1.0;
+    for k in 0..n {
+        let (mut lo, mut hi) = (cuts[k], cuts[k + 1]);
+        let (flo, fhi) = (f(lo), f(hi));
+        if flo == 0.0 && hit(lo) {
+            return Some(lo);
+        }
+        if flo * fhi > 0.0 {
+            continue; // no coplanarity inside this monotone piece
+        }
+        let positive_lo = flo > 0.0;
+        for _ in 0..50 {
+            let mid = 0.5 * (lo + hi);
+            if (f(mid) > 0.0) == positive_lo {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        if hit(hi) || hit(lo) {
+            return Some(lo);
+        }
+    }
+    None
+}
+
+/// What a substep's self-collision reads from the cloth.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SelfFrame<'a> {
+    /// The render mesh's triangles and edges.
+    pub topology: &'a SelfTopology,
+    /// [`SelfCollisionSettings::thickness`].
+    pub thickness: f64,
+    /// The rest shape (pairs within the thickness there are left out).
+    pub rest: &'a [DVec3],
+    /// Which nodes the game holds.
+    pub pinned: &'a [bool],
+}
+
+/// One feature pair of a substep with its force.
+#[derive(Debug, Clone, Copy)]
+struct Pair {
+    /// The features (see [`RawPair`]): the key of its warm start.
+    key: RawPair,
+    /// Point-triangle: the point, then the triangle's three nodes. Edge-edge: the first edge's
+    /// two nodes, then the second's.
+    nodes: [u32; 4],
+    edge_edge: bool,
+    /// The side the pair began the substep on (see [`side_of`]).
+    side: f64,
+    /// Force pushing the two sides apart (newtons, `>= 0`).
+    force: f64,
+    /// At the current iterate: gap (distance less the thickness), normal, weights.
+    gap: f64,
+    normal: DVec3,
+    coef: [f64; 4],
+    engaged: bool,
+    /// Per node, the collective compliance measured while engaged (0: not measured).
+    w: [f64; 4],
+    prev_gap: f64,
+    overshoot: f64,
+}
+
+/// A pair found by a broad phase before its narrow test: (edge-edge, first, second) with
+/// `first` a node or an edge and `second` a triangle or an edge.
+pub(crate) type RawPair = (bool, u32, u32);
+
+/// Self-collision working memory of one substep (held by the contact pass; see the module
+/// docs).
+#[derive(Debug, Default)]
+pub(crate) struct SelfContact {
+    /// Whether this substep collides the cloth with itself.
+    pub(crate) enabled: bool,
+    thickness: f64,
+    pairs: Vec<Pair>,
+    raw: Vec<RawPair>,
+    node_boxes: Vec<Aabb>,
+    tri_boxes: Vec<Aabb>,
+    /// Per hierarchy node, its refitted box.
+    bvh_boxes: Vec<Aabb>,
+    edge_boxes: Vec<Aabb>,
+    stack: Vec<(u32, u32)>,
+    reused: bool,
+    /// Whether a pair pushed after the last [`SelfContact::update`].
+    pub(crate) pushing: bool,
+    /// The forces of the pairs that pushed at the end of the last substep, sorted by their
+    /// features: the next substep's warm start (the cloth's, swapped in by `load`).
+    pub(crate) warm: Vec<(RawPair, f64)>,
+    /// Per node: sent back to its start this substep (the last pass).
+    frozen: Vec<bool>,
+    /// Largest collective compliance of the last measurement.
+    w_max: f64,
+    /// Pairs that pushed or were pushed apart, and nodes sent back, in the last pass.
+    pub(crate) impacts: usize,
+}
+
+/// How far beyond its predicted path a node may wander during the iterations and still meet
+/// its pairs, as a multiple of the thickness.
+const SLACK_THICKNESSES: f64 = 1.0;
+
+/// Distance at which the last pass's continuous check calls two features touching (metres).
+const CCD_EPS: f64 = 1e-7;
+
+/// Most rounds of the last pass's check before every node of a crossing pair's neighbourhood
+/// goes back (each round sends back at least one node).
+const MAX_ROUNDS: usize = 64;
+
+/// A crossing found before this fraction of the substep sends its nodes back to their start
+/// (later ones, to half its time).
+const REWIND_MIN: f64 = 0.1;
+
+impl SelfContact {
+    fn nodes_of(&self, topo: &SelfTopology, raw: RawPair) -> [u32; 4] {
+        let (ee, a, b) = raw;
+        if ee {
+            let (e, f) = (topo.edges[a as usize], topo.edges[b as usize]);
+            [e[0], e[1], f[0], f[1]]
+        } else {
+            let t = topo.triangles[b as usize];
+            [a, t[0], t[1], t[2]]
+        }
+    }
+
+    /// Swept boxes of nodes, triangles and edges between `x0` and `x1`, grown by `margin`, the
+    /// hierarchy refitted to them, and every pair of features whose boxes meet and that share
+    /// no node into `raw`, each once (see [`SelfTopology`]).
+    fn broad_phase(&mut self, topo: &SelfTopology, x0: &[DVec3], x1: &[DVec3], margin: f64) {
+        let swept = |nodes: &[u32]| {
+            let mut b = Aabb::EMPTY;
+            for &k in nodes {
+                b.grow(x0[k as usize]);
+                b.grow(x1[k as usize]);
+            }
+            b.inflate(margin)
+        };
+        self.node_boxes.clear();
+        self.node_boxes
+            .extend((0..x0.len() as u32).map(|i| swept(&[i])));
+        self.edge_boxes.clear();
+        self.edge_boxes.extend(topo.edges.iter().map(|e| swept(e)));
+        self.tri_boxes.clear();
+        self.tri_boxes
+            .extend(topo.triangles.iter().map(|t| swept(t)));
+        self.bvh_boxes.clear();
+        self.bvh_boxes.resize(topo.bvh.len(), Aabb::EMPTY);
+        for (k, n) in topo.bvh.iter().enumerate().rev() {
+            self.bvh_boxes[k] = if n.left == NONE {
+                self.tri_boxes[n.right as usize]
+            } else {
+                let (l, r) = (
+                    self.bvh_boxes[n.left as usize],
+                    self.bvh_boxes[n.right as usize],
+                );
+                Aabb {
+                    min: l.min.min(r.min),
+                    max: l.max.max(r.max),
+                }
+            };
+        }
+        self.raw.clear();
+        self.stack.clear();
+        if !topo.bvh.is_empty() {
+            self.stack.push((0, 0));
+        }
+        let bvh = &topo.bvh;
+        while let Some((a, b)) = self.stack.pop() {
+            let (na, nb) = (bvh[a as usize], bvh[b as usize]);
+            if a == b {
+                if na.left != NONE {
+                    self.stack.push((na.left, na.left));
+                    self.stack.push((na.right, na.right));
+                    self.stack.push((na.left, na.right));
+                }
+                continue;
+            }
+            if !self.bvh_boxes[a as usize].overlaps(&self.bvh_boxes[b as usize]) {
+                continue;
+            }
+            match (na.left == NONE, nb.left == NONE) {
+                (true, true) => self.triangle_pair(topo, na.right, nb.right),
+                (false, true) => {
+                    self.stack.push((na.left, b));
+                    self.stack.push((na.right, b));
+                }
+                (true, false) => {
+                    self.stack.push((a, nb.left));
+                    self.stack.push((a, nb.right));
+                }
+                (false, false) => {
+                    // Descend the larger box.
+                    let size = |k: u32| {
+                        let bx = &self.bvh_boxes[k as usize];
+                        (bx.max - bx.min).length_squared()
+                    };
+                    if size(a) >= size(b) {
+                        self.stack.push((na.left, b));
+                        self.stack.push((na.right, b));
+                    } else {
+                        self.stack.push((a, nb.left));
+                        self.stack.push((a, nb.right));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The feature pairs of two triangles whose boxes meet: each node either owns against the
+    /// other triangle, each edge either owns against each edge the other owns (features that
+    /// share a node left out), where their own boxes meet.
+    fn triangle_pair(&mut self, topo: &SelfTopology, t: u32, u: u32) {
+        for (a, b) in [(t, u), (u, t)] {
+            let tri = topo.triangles[b as usize];
+            for &v in &topo.own_nodes[a as usize] {
+                if v != NONE
+                    && !tri.contains(&v)
+                    && self.node_boxes[v as usize].overlaps(&self.tri_boxes[b as usize])
+                {
+                    self.raw.push((false, v, b));
+                }
+            }
+        }
+        for &e in &topo.own_edges[t as usize] {
+            if e == NONE {
+                continue;
+            }
+            let ea = topo.edges[e as usize];
+            for &f in &topo.own_edges[u as usize] {
+                if f == NONE {
+                    continue;
+                }
+                let fb = topo.edges[f as usize];
+                if ea.contains(&fb[0]) || ea.contains(&fb[1]) {
+                    continue;
+                }
+                if self.edge_boxes[e as usize].overlaps(&self.edge_boxes[f as usize]) {
+                    self.raw.push((true, e.min(f), e.max(f)));
+                }
+            }
+        }
+    }
+
+    /// No self-collision this substep.
+    pub(crate) fn reset(&mut self) {
+        self.enabled = false;
+        self.warm.clear();
+        self.pairs.clear();
+        self.impacts = 0;
+    }
+
+    /// Broad phase for a substep: the pairs of features that may come within the thickness
+    /// while the nodes move from `x_start` toward `x_pred`, or whose paths cross, each with
+    /// the side it begins on.
+    pub(crate) fn prepare(&mut self, frame: &SelfFrame<'_>, x_start: &[DVec3], x_pred: &[DVec3]) {
+        let SelfFrame {
+            topology: topo,
+            thickness,
+            rest,
+            pinned,
+        } = *frame;
+        self.enabled = true;
+        self.thickness = thickness;
+        self.pairs.clear();
+        self.impacts = 0;
+        self.w_max = 0.0;
+        let reach = thickness * (1.0 + SLACK_THICKNESSES);
+        self.broad_phase(topo, x_start, x_pred, 0.5 * reach);
+        let raw = std::mem::take(&mut self.raw);
+        for &r in &raw {
+            let nodes = self.nodes_of(topo, r);
+            let ee = r.0;
+            if nodes.iter().all(|&k| pinned[k as usize]) {
+                continue;
+            }
+            let at = |x: &[DVec3]| -> [DVec3; 4] { nodes.map(|k| x[k as usize]) };
+            let (p0, p1) = (at(x_start), at(x_pred));
+            // Over the path the distance stays within twice the relative motion of its end.
+            let far = reach + 2.0 * relative_motion(p0, p1) + CCD_EPS;
+            if box_gap(ee, p1) >= far {
+                continue;
+            }
+            let d1 = distance(ee, p1);
+            if d1 >= far {
+                continue;
+            }
+            let near = d1 < reach || distance(ee, p0) < reach;
+            if !near && crossing_time(ee, p0, p1, CCD_EPS).is_none() {
+                continue;
+            }
+            if distance(ee, at(rest)) < thickness {
+                continue;
+            }
+            let force = match self.warm.binary_search_by(|w| w.0.cmp(&r)) {
+                Ok(k) => self.warm[k].1,
+                _ => 0.0,
+            };
+            self.pairs.push(Pair {
+                key: r,
+                nodes,
+                edge_edge: ee,
+                side: side_of(ee, p0),
+                force,
+                gap: f64::INFINITY,
+                normal: DVec3::ZERO,
+                coef: [0.0; 4],
+                engaged: false,
+                w: [0.0; 4],
+                prev_gap: f64::NAN,
+                overshoot: 0.0,
+            });
+        }
+        self.raw = raw;
+    }
+
+    /// Whether the substep has pairs to iterate on.
+    pub(crate) fn active(&self) -> bool {
+        !self.pairs.is_empty()
+    }
+
+    /// Gaps at the iterate `x`; returns how many pairs are engaged (pushing or closer than the
+    /// thickness).
+    pub(crate) fn measure(&mut self, x: &[DVec3]) -> usize {
+        let mut engaged = 0;
+        for p in &mut self.pairs {
+            let pos = p.nodes.map(|k| x[k as usize]);
+            let (dist, n, coef) = signed_geometry(p.edge_edge, p.side, pos);
+            p.gap = dist - self.thickness;
+            p.normal = n;
+            p.coef = coef;
+            p.engaged = p.force > 0.0 || p.gap < 0.0;
+            engaged += p.engaged as usize;
+        }
+        engaged
+    }
+
+    /// Marks the nodes of engaged pairs in the right-hand side of the collective compliance's
+    /// solve (see `ContactPass::response_rhs`).
+    pub(crate) fn response_rhs(&self, rhs: &mut [DVec3]) {
+        for p in self.pairs.iter().filter(|p| p.engaged) {
+            for &k in &p.nodes {
+                rhs[k as usize] = DVec3::X;
+            }
+        }
+    }
+
+    /// Takes the collective compliance `u` (node order, first lane) for the engaged pairs'
+    /// nodes: each node's compliance is the larger of `u_i` and its own `(K^-1)_ii`.
+    pub(crate) fn set_response(&mut self, u: &[DVec3], compliance: &[f64]) {
+        self.w_max = 0.0;
+        for p in &mut self.pairs {
+            for k in 0..4 {
+                let i = p.nodes[k] as usize;
+                p.w[k] = if p.engaged {
+                    compliance[i].max(u[i].x)
+                } else {
+                    0.0
+                };
+                self.w_max = self.w_max.max(p.w[k]);
+            }
+        }
+    }
+
+    /// Corrects each engaged pair's force from its gap: `lambda <- max(0, lambda - gap / W)`
+    /// with `W = sum_k |c_k| w_k` over its four nodes (weights `c_k`, compliances `w_k`: the
+    /// measured collective one, or the largest measured for a pair that joined since), doubled
+    /// each time a correction carries the pair across its gap, as body contact does. Adds
+    /// the forces, split over the nodes, to `node_force`.
+    pub(crate) fn update(&mut self, compliance: &[f64], w_body: f64, node_force: &mut [DVec3]) {
+        let w_max = self.w_max.max(w_body);
+        self.pushing = false;
+        for p in &mut self.pairs {
+            if p.engaged {
+                let mut w = 0.0;
+                for k in 0..4 {
+                    let i = p.nodes[k] as usize;
+                    let wk = if p.w[k] > 0.0 {
+                        p.w[k]
+                    } else if compliance[i] > 0.0 {
+                        compliance[i].max(w_max)
+                    } else {
+                        0.0 // pinned
+                    };
+                    w += p.coef[k].abs() * wk;
+                }
+                if p.prev_gap * p.gap < 0.0 && p.force > 0.0 {
+                    p.overshoot = 2.0 * w.max(p.overshoot);
+                }
+                p.prev_gap = p.gap;
+                let w = w.max(p.overshoot);
+                if w > 0.0 {
+                    p.force = (p.force - p.gap / w).max(0.0);
+                }
+            }
+            if p.force > 0.0 {
+                self.pushing = true;
+                for k in 0..4 {
+                    node_force[p.nodes[k] as usize] += p.coef[k] * p.force * p.normal;
+                }
+            }
+        }
+    }
+
+    /// Zeroes `node_force` at every node of the substep's pairs (before the sums are formed
+    /// again).
+    pub(crate) fn clear_forces(&self, node_force: &mut [DVec3]) {
+        for p in &self.pairs {
+            for &k in &p.nodes {
+                node_force[k as usize] = DVec3::ZERO;
+            }
+        }
+    }
+
+    /// Pushes apart, in the inertial prediction `x_pred`, the pairs that would end the substep
+    /// closer than the thickness (two Gauss-Seidel sweeps, weighted by inverse mass, pinned
+    /// nodes fixed): an inelastic impulse on the approaching sides before the iterations, which
+    /// then spread it over the cloth (Bridson et al.'s repulsion on the velocities).
+    pub(crate) fn filter_prediction(&self, masses: &[f64], pinned: &[bool], x_pred: &mut [DVec3]) {
+        self.project(masses, pinned, x_pred);
+    }
+
+    /// Two Gauss-Seidel sweeps pushing apart the pairs closer than the thickness at `x`,
+    /// weighted by inverse mass (pinned nodes fixed); returns how many pushes were made.
+    fn project(&self, masses: &[f64], pinned: &[bool], x: &mut [DVec3]) -> usize {
+        let inv_mass = |i: usize| if pinned[i] { 0.0 } else { 1.0 / masses[i] };
+        let mut pushes = 0;
+        for _ in 0..2 {
+            for p in &self.pairs {
+                let pos = p.nodes.map(|k| x[k as usize]);
+                let (dist, n, coef) = signed_geometry(p.edge_edge, p.side, pos);
+                let gap = dist - self.thickness;
+                if gap >= 0.0 {
+                    continue;
+                }
+                let denom: f64 = coef
+                    .iter()
+                    .zip(&p.nodes)
+                    .map(|(c, &i)| c * c * inv_mass(i as usize))
+                    .sum();
+                if denom <= 0.0 {
+                    continue;
+                }
+                let dl = -gap / denom;
+                for (c, &i) in coef.iter().zip(&p.nodes) {
+                    x[i as usize] += c * inv_mass(i as usize) * dl * n;
+                }
+                pushes += 1;
+            }
+        }
+        pushes
+    }
+
+    /// The last pass (see the module docs): pairs still within the thickness pushed apart
+    /// (two Gauss-Seidel sweeps, weighted by inverse mass, pinned nodes fixed), then the
+    /// continuous check over the nodes' actual paths from `x_start` to `x`, sending the free
+    /// nodes of crossing pairs back to their start until nothing crosses. Counts in `impacts`
+    /// the pairs pushed and the nodes sent back.
+    pub(crate) fn finish(
+        &mut self,
+        topo: &SelfTopology,
+        masses: &[f64],
+        pinned: &[bool],
+        x_start: &[DVec3],
+        x: &mut [DVec3],
+    ) {
+        self.warm.clear();
+        self.warm.extend(
+            self.pairs
+                .iter()
+                .filter(|p| p.force > 0.0)
+                .map(|p| (p.key, p.force)),
+        );
+        self.warm.sort_unstable_by_key(|w| w.0);
+        self.impacts = self.pairs.iter().filter(|p| p.force > 0.0).count();
+        self.impacts += self.project(masses, pinned, x);
+        // The continuous check over the actual paths. The broad phase of `prepare` serves when
+        // every node's path stayed inside the box it was given there (then every pair of
+        // features whose paths' boxes meet is among its pairs); else it runs again.
+        let inside = self.node_boxes.len() == x.len()
+            && self
+                .node_boxes
+                .iter()
+                .zip(x.iter())
+                .all(|(b, p)| b.inflate(-CCD_EPS).contains(*p));
+        self.reused = inside;
+        if !inside {
+            self.broad_phase(topo, x_start, x, CCD_EPS);
+        }
+        self.frozen.clear();
+        self.frozen.resize(x.len(), false);
+        let raw = std::mem::take(&mut self.raw);
+        let mut changed = true;
+        let mut round = 0;
+        while changed {
+            changed = false;
+            round += 1;
+            for &r in &raw {
+                let nodes = self.nodes_of(topo, r);
+                let p0 = nodes.map(|k| x_start[k as usize]);
+                let p1 = nodes.map(|k| x[k as usize]);
+                let Some(t) = crossing_time(r.0, p0, p1, CCD_EPS) else {
+                    continue;
+                };
+                // Back along their paths to half the time of the crossing (to their start when
+                // it came early).
+                let s = if t > REWIND_MIN { 0.5 * t } else { 0.0 };
+                for &k in &nodes {
+                    let k = k as usize;
+                    if !pinned[k] && x[k] != x_start[k] {
+                        self.frozen[k] = true;
+                        x[k] = x_start[k] + s * (x[k] - x_start[k]);
+                        changed = true;
+                        self.impacts += 1;
+                    }
+                }
+            }
+            if changed && round >= MAX_ROUNDS {
+                // Send back every free node of every pair the broad phase found.
+                for &r in &raw {
+                    for k in self.nodes_of(topo, r) {
+                        let k = k as usize;
+                        if !pinned[k] && !self.frozen[k] {
+                            self.frozen[k] = true;
+                            x[k] = x_start[k];
+                        }
+                    }
+                }
+                break;
+            }
+        }
+        self.raw = raw;
+    }
+}
+
+/// Whether segment `(p, q)` crosses triangle `(a, b, c)` (touching counts).
+fn segment_crosses_triangle(p: DVec3, q: DVec3, a: DVec3, b: DVec3, c: DVec3) -> bool {
+    let orient = |a: DVec3, b: DVec3, c: DVec3, d: DVec3| (b - a).cross(c - a).dot(d - a);
+    let sp = orient(a, b, c, p);
+    let sq = orient(a, b, c, q);
+    if (sp > 0.0 && sq > 0.0) || (sp < 0.0 && sq < 0.0) || (sp == 0.0 && sq == 0.0) {
+        return false;
+    }
+    let s1 = orient(p, q, a, b);
+    let s2 = orient(p, q, b, c);
+    let s3 = orient(p, q, c, a);
+    (s1 >= 0.0 && s2 >= 0.0 && s3 >= 0.0) || (s1 <= 0.0 && s2 <= 0.0 && s3 <= 0.0)
+}
+
+/// Whether two triangles intersect: an edge of one crosses the other (the test for triangles
+/// that are not coplanar; coplanar ones count as not crossing).
+pub fn triangles_intersect(t: [DVec3; 3], u: [DVec3; 3]) -> bool {
+    (0..3).any(|k| segment_crosses_triangle(t[k], t[(k + 1) % 3], u[0], u[1], u[2]))
+        || (0..3).any(|k| segment_crosses_triangle(u[k], u[(k + 1) % 3], t[0], t[1], t[2]))
+}
+
+/// How many pairs of `triangles` that share no node intersect at `positions`: the
+/// `self_intersections` figure (0 for a cloth that never passes through itself). A spatial hash
+/// of the triangles' boxes finds the pairs to test; each is tested exactly in `f64` by
+/// [`triangles_intersect`]. Allocates; a measure, not part of the frame loop.
+pub fn self_intersections(triangles: &[[u32; 3]], positions: &[DVec3]) -> usize {
+    let boxes: Vec<Aabb> = triangles
+        .iter()
+        .map(|t| {
+            let mut b = Aabb::EMPTY;
+            for &k in t {
+                b.grow(positions[k as usize]);
+            }
+            b
+        })
+        .collect();
+    let cell = boxes
+        .iter()
+        .map(|b| (b.max - b.min).max_element())
+        .fold(0.0, f64::max)
+        .max(1e-6);
+    let mut grid = Grid::default();
+    grid.build(&boxes, cell);
+    let mut found: Vec<(u32, u32)> = Vec::new();
+    for (i, b) in boxes.iter().enumerate() {
+        let t = triangles[i];
+        grid.query(b, |j| {
+            let u = triangles[j as usize];
+            if j as usize > i && !t.iter().any(|k| u.contains(k)) && boxes[j as usize].overlaps(b) {
+                let pt = t.map(|k| positions[k as usize]);
+                let pu = u.map(|k| positions[k as usize]);
+                if triangles_intersect(pt, pu) {
+                    found.push((i as u32, j));
+                }
+            }
+        });
+    }
+    found.sort_unstable();
+    found.dedup();
+    found.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two triangles, one piercing the other through its middle, intersect; moved 1 mm apart
+    /// along the piercing axis past its tip, they do not; sharing a node is not counted.
+    #[test]
+    fn crossing_triangles_are_counted_and_separated_ones_are_not() {
+        let flat = [
+            DVec3::new(-1.0, 0.0, -1.0),
+            DVec3::new(1.0, 0.0, -1.0),
+            DVec3::new(0.0, 0.0, 1.0),
+        ];
+        let piercing = [
+            DVec3::new(0.0, -0.5, 0.0),
+            DVec3::new(0.1, 0.5, 0.0),
+            DVec3::new(-0.1, 0.5, 0.0),
+        ];
+        assert!(triangles_intersect(flat, piercing));
+        let above = piercing.map(|p| p + DVec3::new(0.0, 0.501, 0.0));
+        assert!(!triangles_intersect(flat, above));
+        let mut x = flat.to_vec();
+        x.extend_from_slice(&piercing);
+        assert_eq!(self_intersections(&[[0, 1, 2], [3, 4, 5]], &x), 1);
+        assert_eq!(self_intersections(&[[0, 1, 2], [0, 4, 5]], &x), 0);
+    }
+
+    /// A point falling through the middle of a still triangle is caught at the time it reaches
+    /// the plane (1e-9 relative); one passing 1 cm beside its edge is not.
+    #[test]
+    fn a_point_through_a_triangle_is_found_at_the_plane() {
+        let tri = [
+            DVec3::new(-1.0, 0.0, -1.0),
+            DVec3::new(1.0, 0.0, -1.0),
+            DVec3::new(0.0, 0.0, 1.0),
+        ];
+        let p0 = [DVec3::new(0.0, 0.3, 0.0), tri[0], tri[1], tri[2]];
+        let p1 = [DVec3::new(0.0, -0.1, 0.0), tri[0], tri[1], tri[2]];
+        let t = crossing_time(false, p0, p1, CCD_EPS).expect("a crossing");
+        assert!((t - 0.75).abs() < 1e-9, "{t}");
+        let beside = |y: f64| [DVec3::new(0.0, y, -1.01), tri[0], tri[1], tri[2]];
+        assert!(crossing_time(false, beside(0.3), beside(-0.1), CCD_EPS).is_none());
+    }
+
+    /// Two edges sweeping through each other (one rising through the other, crossed at right
+    /// angles) are caught; the same motion shifted 1 cm along the lower edge's end is not.
+    #[test]
+    fn edges_sweeping_through_each_other_are_found() {
+        let lower = [DVec3::new(-1.0, 0.0, 0.0), DVec3::new(1.0, 0.0, 0.0)];
+        let edge = |y: f64, x: f64| [DVec3::new(x, y, -1.0), DVec3::new(x, y, 1.0)];
+        let (a0, a1) = (edge(-0.2, 0.3), edge(0.2, 0.3));
+        let p0 = [a0[0], a0[1], lower[0], lower[1]];
+        let p1 = [a1[0], a1[1], lower[0], lower[1]];
+        let t = crossing_time(true, p0, p1, CCD_EPS).expect("a crossing");
+        assert!((t - 0.5).abs() < 1e-9, "{t}");
+        let (b0, b1) = (edge(-0.2, 1.01), edge(0.2, 1.01));
+        let q0 = [b0[0], b0[1], lower[0], lower[1]];
+        let q1 = [b1[0], b1[1], lower[0], lower[1]];
+        assert!(crossing_time(true, q0, q1, CCD_EPS).is_none());
+    }
+
+    /// A small crumpled sheet: a 6 x 6 grid folded over itself with noise.
+    fn crumpled() -> (Vec<[u32; 3]>, Vec<DVec3>, Vec<DVec3>) {
+        let n = 7;
+        let mut tris = Vec::new();
+        for j in 0..n - 1 {
+            for i in 0..n - 1 {
+                let (a, b, c, d) = (
+                    j * n + i,
+                    j * n + i + 1,
+                    (j + 1) * n + i + 1,
+                    (j + 1) * n + i,
+                );
+                tris.push([a as u32, b as u32, c as u32]);
+                tris.push([a as u32, c as u32, d as u32]);
+            }
+        }
+        let mut seed = 7u64;
+        let mut noise = move || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((seed >> 11) as f64 / (1u64 << 53) as f64 - 0.5) * 0.02
+        };
+        let mut x0 = Vec::new();
+        let mut x1 = Vec::new();
+        for j in 0..n {
+            for i in 0..n {
+                // Folded in half along x = 0.3 (a 0.1 m cell grid), then noise.
+                let (u, v) = (i as f64 * 0.1, j as f64 * 0.1);
+                let (x, y) = if u <= 0.3 { (u, 0.0) } else { (0.6 - u, 0.02) };
+                let p = DVec3::new(x + noise(), y + noise(), v + noise());
+                x0.push(p);
+                x1.push(p + DVec3::new(noise(), noise(), noise()));
+            }
+        }
+        (tris, x0, x1)
+    }
+
+    /// The hierarchy's broad phase, with its ownership of features, finds exactly the pairs of
+    /// features (sharing no node) whose swept boxes meet, as a search over all pairs does.
+    #[test]
+    fn broad_phase_finds_every_pair_a_search_over_all_pairs_finds() {
+        let (tris, x0, x1) = crumpled();
+        let topo = SelfTopology::new(&tris, &x0);
+        let mut sc = SelfContact::default();
+        let margin = 0.01;
+        sc.broad_phase(&topo, &x0, &x1, margin);
+        let mut found = sc.raw.clone();
+        found.sort_unstable();
+        let len = found.len();
+        found.dedup();
+        assert_eq!(found.len(), len, "a pair came twice");
+        let swept = |nodes: &[u32]| {
+            let mut b = Aabb::EMPTY;
+            for &k in nodes {
+                b.grow(x0[k as usize]);
+                b.grow(x1[k as usize]);
+            }
+            b.inflate(margin)
+        };
+        let mut all = Vec::new();
+        for v in 0..x0.len() as u32 {
+            for (t, tri) in tris.iter().enumerate() {
+                if !tri.contains(&v) && swept(&[v]).overlaps(&swept(tri)) {
+                    all.push((false, v, t as u32));
+                }
+            }
+        }
+        for (e, ea) in topo.edges.iter().enumerate() {
+            for (f, fb) in topo.edges.iter().enumerate().skip(e + 1) {
+                if !ea.contains(&fb[0]) && !ea.contains(&fb[1]) && swept(ea).overlaps(&swept(fb)) {
+                    all.push((true, e as u32, f as u32));
+                }
+            }
+        }
+        all.sort_unstable();
+        assert!(all.len() > 100, "{}", all.len());
+        assert_eq!(found, all);
+    }
+
+    /// The last pass's push keeps the centre of mass where it was (to 1e-15 m: the pushes are
+    /// weighted by inverse mass) and leaves a pair at least at the thickness less 1e-12 m.
+    #[test]
+    fn proximity_push_keeps_the_centre_of_mass_and_opens_the_gap() {
+        let masses = [1.0, 2.0, 0.5, 3.0];
+        let mut x = vec![
+            DVec3::new(0.2, 0.001, 0.2),
+            DVec3::new(0.0, 0.0, 0.0),
+            DVec3::new(1.0, 0.0, 0.0),
+            DVec3::new(0.0, 0.0, 1.0),
+        ];
+        let com = |x: &[DVec3]| x.iter().zip(&masses).map(|(p, m)| *p * *m).sum::<DVec3>();
+        let before = com(&x);
+        let side = side_of(false, [x[0], x[1], x[2], x[3]]);
+        let sc = SelfContact {
+            thickness: 0.004,
+            pairs: vec![Pair {
+                key: (false, 0, 0),
+                nodes: [0, 1, 2, 3],
+                edge_edge: false,
+                side,
+                force: 0.0,
+                gap: 0.0,
+                normal: DVec3::ZERO,
+                coef: [0.0; 4],
+                engaged: false,
+                w: [0.0; 4],
+                prev_gap: f64::NAN,
+                overshoot: 0.0,
+            }],
+            ..Default::default()
+        };
+        let pushes = sc.project(&masses, &[false; 4], &mut x);
+        assert!(pushes >= 1);
+        assert!(
+            (com(&x) - before).length() < 1e-15,
+            "{:?}",
+            com(&x) - before
+        );
+        let (dist, _, _) = signed_geometry(false, side, [x[0], x[1], x[2], x[3]]);
+        assert!(dist >= 0.004 - 1e-12, "{dist}");
+    }
+
+    /// The closest points of a point over a triangle's middle and beside a corner, and of two
+    /// skew segments, are the textbook ones.
+    #[test]
+    fn closest_points_are_the_textbook_ones() {
+        let (a, b, c) = (DVec3::ZERO, DVec3::X, DVec3::Z);
+        let w = closest_on_triangle(DVec3::new(0.25, 1.0, 0.25), a, b, c);
+        assert!((w[0] - 0.5).abs() < 1e-12 && (w[1] - 0.25).abs() < 1e-12);
+        assert_eq!(
+            closest_on_triangle(DVec3::new(-1.0, 0.0, -1.0), a, b, c),
+            [1.0, 0.0, 0.0]
+        );
+        let (s, t) = closest_between_segments(
+            DVec3::new(-1.0, 0.0, 0.0),
+            DVec3::new(1.0, 0.0, 0.0),
+            DVec3::new(0.5, 1.0, -1.0),
+            DVec3::new(0.5, 1.0, 1.0),
+        );
+        assert!((s - 0.75).abs() < 1e-12 && (t - 0.5).abs() < 1e-12);
+    }
+}
