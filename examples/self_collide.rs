@@ -18,7 +18,7 @@
 //! `max_penetration_m` and `step_ms_median`.
 //!
 //! Run: `cargo run --release --example self_collide [-- --preset mobile|console|desktop]
-//! [--off]` (`--off`: self-collision off, to compare; default console).
+//! [--scene pile|cape|tube] [--off]` (`--off`: self-collision off, to compare; default console).
 
 #[path = "common/cape_scene.rs"]
 mod cape_scene;
@@ -117,11 +117,7 @@ fn pile(
     self_collision: SelfCollisionSettings,
     shots: &mut Vec<Shot>,
 ) -> Result<Figures, Box<dyn std::error::Error>> {
-    let turn: f64 = std::env::var("ISO_TURN")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.6);
-    let tilt = DQuat::from_rotation_y(turn) * DQuat::from_rotation_x(-std::f64::consts::FRAC_PI_3);
+    let tilt = DQuat::from_rotation_y(0.6) * DQuat::from_rotation_x(-std::f64::consts::FRAC_PI_3);
     let base = BaseMesh::rectangle(1.0, 1.0, 16, 16)?.map_positions(|p| {
         // Centre on the origin, lay flat in XZ, tilt, lift the lowest point to 0.5 m.
         let q = DVec3::new(f64::from(p.x) - 0.5, 0.0, f64::from(p.y) - 0.5);
@@ -148,13 +144,10 @@ fn pile(
         colliders.finish_frame();
         fig.record(&cloth, &colliders, ms);
         if snapshot(frame, frames) {
-            let cam = Camera::look_at(
-                DVec3::new(1.2, 1.0, 1.4),
-                DVec3::new(0.0, 0.1, 0.0),
-                0.8,
-                320,
-                240,
-            );
+            // Looking down at the sheet from above and to the side of where it lies.
+            let x = cloth.positions();
+            let centre = x.iter().sum::<DVec3>() / x.len() as f64;
+            let cam = Camera::look_at(centre + DVec3::new(1.0, 1.6, 1.4), centre, 0.8, 320, 240);
             shots.push(shot(&cloth, Vec::new(), cam, true));
         }
     }
@@ -304,6 +297,7 @@ fn main() {
 fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mut preset = BudgetPreset::console();
     let mut enabled = true;
+    let mut only: Option<String> = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -321,10 +315,12 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 }
             }
             "--off" => enabled = false,
+            "--scene" => only = Some(args.next().ok_or("--scene takes pile, cape or tube")?),
             other => {
-                return Err(
-                    format!("unknown argument {other:?} (options: --preset NAME, --off)").into(),
-                );
+                return Err(format!(
+                    "unknown argument {other:?} (options: --preset NAME, --scene NAME, --off)"
+                )
+                .into());
             }
         }
     }
@@ -335,11 +331,23 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let out_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/isocloth");
     std::fs::create_dir_all(&out_dir)?;
     let mut shots = Vec::new();
-    let scenes = [
-        pile(&preset, self_collision, &mut shots)?,
-        cape(&preset, self_collision, &mut shots)?,
-        tube(&preset, self_collision, &mut shots)?,
-    ];
+    type Scene = fn(
+        &BudgetPreset,
+        SelfCollisionSettings,
+        &mut Vec<Shot>,
+    ) -> Result<Figures, Box<dyn std::error::Error>>;
+    let all: [(&str, Scene); 3] = [("pile", pile), ("cape", cape), ("tube", tube)];
+    if let Some(name) = &only
+        && !all.iter().any(|(n, _)| n == name)
+    {
+        return Err(format!("unknown scene {name:?} (pile, cape or tube)").into());
+    }
+    let mut scenes = Vec::new();
+    for (name, run) in all {
+        if only.as_deref().is_none_or(|o| o == name) {
+            scenes.push(run(&preset, self_collision, &mut shots)?);
+        }
+    }
     let sheet = out_dir.join("self_collide_contact_sheet.png");
     contact_sheet(&shots, &sheet)?;
 

@@ -97,6 +97,7 @@ pub(crate) struct BvhNode {
 /// - an owner per node and per edge (one of the triangles around it), so that each pair of
 ///   features comes from exactly one pair of triangles: node `v` against triangle `U` from the
 ///   pair (owner of `v`, `U`), edge `e` against edge `f` from (owner of `e`, owner of `f`).
+///   Pairs of features that share a node are left out.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct SelfTopology {
     pub(crate) triangles: Vec<[u32; 3]>,
@@ -1208,7 +1209,8 @@ mod tests {
     }
 
     /// The hierarchy's broad phase, with its ownership of features, finds exactly the pairs of
-    /// features (sharing no node) whose swept boxes meet, as a search over all pairs does.
+    /// features (sharing no node) whose swept boxes meet, each once, as a search over all pairs
+    /// does.
     #[test]
     fn broad_phase_finds_every_pair_a_search_over_all_pairs_finds() {
         let (tris, x0, x1) = crumpled();

@@ -4,7 +4,8 @@
 //! placed, which vertices are pinned (indices or a box), the material, the budget preset,
 //! colliders with their motion (static, keyframed, or the built-in character of [`crate::rig`]),
 //! whether pins follow the character's chest and clavicles, gravity, wind, contact settings,
-//! game constraints (`limits`, [`crate::LimitSettings`]) and the frame count. See `scenarios/*.ron` and the `scenario` example.
+//! game constraints (`limits`, [`crate::LimitSettings`]), self-collision (`self_collision`,
+//! [`crate::SelfCollisionSettings`]) and the frame count. See `scenarios/*.ron` and the `scenario` example.
 //!
 //! A malformed or hostile file gives one [`ScenarioError`] naming the problem: sizes,
 //! coordinates and frame counts are capped so a file cannot make the runner hang or exhaust
