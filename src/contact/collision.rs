@@ -980,7 +980,7 @@ impl ContactPass {
         }
         self.self_engaged = 0;
         match self_collision {
-            Some(frame) => self.self_contact.prepare(&frame, x_start, x_pred),
+            Some(frame) => self.self_contact.prepare(&frame, x_start),
             None => self.self_contact.reset(),
         }
         self.candidates.clear();

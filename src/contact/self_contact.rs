@@ -552,6 +552,9 @@ pub(crate) struct SelfFrame<'a> {
     pub rest: &'a [DVec3],
     /// Which nodes the game holds.
     pub pinned: &'a [bool],
+    /// Where each node is headed at the substep's end: the inertial prediction for free nodes,
+    /// the target for pinned ones.
+    pub targets: &'a [DVec3],
 }
 
 /// One feature pair of a substep with its force.
@@ -597,14 +600,11 @@ pub(crate) struct SelfContact {
     bvh_boxes: Vec<Aabb>,
     edge_boxes: Vec<Aabb>,
     stack: Vec<(u32, u32)>,
-    reused: bool,
     /// Whether a pair pushed after the last [`SelfContact::update`].
     pub(crate) pushing: bool,
     /// The forces of the pairs that pushed at the end of the last substep, sorted by their
     /// features: the next substep's warm start (the cloth's, swapped in by `load`).
     pub(crate) warm: Vec<(RawPair, f64)>,
-    /// Per node: sent back to its start this substep (the last pass).
-    frozen: Vec<bool>,
     /// Largest collective compliance of the last measurement.
     w_max: f64,
     /// Pairs that pushed or were pushed apart, and nodes sent back, in the last pass.
@@ -765,14 +765,15 @@ impl SelfContact {
     }
 
     /// Broad phase for a substep: the pairs of features that may come within the thickness
-    /// while the nodes move from `x_start` toward `x_pred`, or whose paths cross, each with
-    /// the side it begins on.
-    pub(crate) fn prepare(&mut self, frame: &SelfFrame<'_>, x_start: &[DVec3], x_pred: &[DVec3]) {
+    /// while the nodes move from `x_start` toward `frame.targets`, or whose paths cross, each
+    /// with the side it begins on.
+    pub(crate) fn prepare(&mut self, frame: &SelfFrame<'_>, x_start: &[DVec3]) {
         let SelfFrame {
             topology: topo,
             thickness,
             rest,
             pinned,
+            targets: x_pred,
         } = *frame;
         self.enabled = true;
         self.thickness = thickness;
@@ -997,12 +998,9 @@ impl SelfContact {
                 .iter()
                 .zip(x.iter())
                 .all(|(b, p)| b.inflate(-CCD_EPS).contains(*p));
-        self.reused = inside;
         if !inside {
             self.broad_phase(topo, x_start, x, CCD_EPS);
         }
-        self.frozen.clear();
-        self.frozen.resize(x.len(), false);
         let raw = std::mem::take(&mut self.raw);
         let mut changed = true;
         let mut round = 0;
@@ -1022,7 +1020,6 @@ impl SelfContact {
                 for &k in &nodes {
                     let k = k as usize;
                     if !pinned[k] && x[k] != x_start[k] {
-                        self.frozen[k] = true;
                         x[k] = x_start[k] + s * (x[k] - x_start[k]);
                         changed = true;
                         self.impacts += 1;
@@ -1030,12 +1027,11 @@ impl SelfContact {
                 }
             }
             if changed && round >= MAX_ROUNDS {
-                // Send back every free node of every pair the broad phase found.
+                // Send every free node of every pair the broad phase found to its start.
                 for &r in &raw {
                     for k in self.nodes_of(topo, r) {
                         let k = k as usize;
-                        if !pinned[k] && !self.frozen[k] {
-                            self.frozen[k] = true;
+                        if !pinned[k] {
                             x[k] = x_start[k];
                         }
                     }

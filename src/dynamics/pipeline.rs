@@ -139,6 +139,7 @@ pub(crate) fn substep(
             thickness,
             rest: model.mesh.metric_positions(),
             pinned: &model.pinned_mask,
+            targets: &ws.x_new,
         }),
     );
     if ws.contact_pass.self_contact.active() {
