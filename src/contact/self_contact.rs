@@ -158,6 +158,73 @@ impl SelfTopology {
     }
 }
 
+impl SelfTopology {
+    /// The hierarchy's boxes (`bvh_boxes`, one per node) refitted to the triangles' boxes
+    /// (`tri_boxes`, one per triangle): children come after their parent, so one backward pass
+    /// does it.
+    fn refit(&self, tri_boxes: &[Aabb], bvh_boxes: &mut Vec<Aabb>) {
+        bvh_boxes.clear();
+        bvh_boxes.resize(self.bvh.len(), Aabb::EMPTY);
+        for (k, n) in self.bvh.iter().enumerate().rev() {
+            bvh_boxes[k] = if n.left == NONE {
+                tri_boxes[n.right as usize]
+            } else {
+                bvh_boxes[n.left as usize].union(bvh_boxes[n.right as usize])
+            };
+        }
+    }
+
+    /// Calls `f(t, u)` once for every pair of distinct triangles whose boxes meet, by the
+    /// hierarchy (refitted into `bvh_boxes`) against itself; `stack` is working memory.
+    fn overlapping_triangles(
+        &self,
+        bvh_boxes: &[Aabb],
+        stack: &mut Vec<(u32, u32)>,
+        mut f: impl FnMut(u32, u32),
+    ) {
+        let bvh = &self.bvh;
+        stack.clear();
+        if !bvh.is_empty() {
+            stack.push((0, 0));
+        }
+        while let Some((a, b)) = stack.pop() {
+            let (na, nb) = (bvh[a as usize], bvh[b as usize]);
+            if a == b {
+                if na.left != NONE {
+                    stack.push((na.left, na.left));
+                    stack.push((na.right, na.right));
+                    stack.push((na.left, na.right));
+                }
+                continue;
+            }
+            if !bvh_boxes[a as usize].overlaps(&bvh_boxes[b as usize]) {
+                continue;
+            }
+            let size = |k: u32| {
+                let bx = &bvh_boxes[k as usize];
+                (bx.max - bx.min).length_squared()
+            };
+            // Descend a node that is not a leaf, the larger box when both are not.
+            let split_a = match (na.left == NONE, nb.left == NONE) {
+                (true, true) => {
+                    f(na.right, nb.right);
+                    continue;
+                }
+                (false, true) => true,
+                (true, false) => false,
+                (false, false) => size(a) >= size(b),
+            };
+            if split_a {
+                stack.push((na.left, b));
+                stack.push((na.right, b));
+            } else {
+                stack.push((a, nb.left));
+                stack.push((a, nb.right));
+            }
+        }
+    }
+}
+
 /// Appends the hierarchy over `tris` to `out` (its root first) and returns the root's index.
 fn build_bvh(tris: &mut [u32], centroids: &[DVec3], out: &mut Vec<BvhNode>) -> u32 {
     let at = out.len() as u32;
@@ -194,101 +261,6 @@ fn build_bvh(tris: &mut [u32], centroids: &[DVec3], out: &mut Vec<BvhNode>) -> u
 
 fn sorted2(a: u32, b: u32) -> [u32; 2] {
     if a < b { [a, b] } else { [b, a] }
-}
-
-/// A uniform spatial hash of boxes, for [`self_intersections`]: each box is listed in the
-/// bucket of every cell it spans, buckets filled by a counting sort.
-#[derive(Debug, Default)]
-struct Grid {
-    inv_cell: f64,
-    mask: u64,
-    /// `(bucket, item)` per cell a box spans, in box order.
-    entries: Vec<(u32, u32)>,
-    /// Start of each bucket in `items` (one more than the buckets).
-    starts: Vec<u32>,
-    items: Vec<u32>,
-}
-
-/// The cells (lowest and highest index per axis) a box spans.
-fn cell_range(b: &Aabb, inv_cell: f64) -> ([i64; 3], [i64; 3]) {
-    let lo = (b.min * inv_cell).floor();
-    let hi = (b.max * inv_cell).floor();
-    (
-        [lo.x as i64, lo.y as i64, lo.z as i64],
-        [hi.x as i64, hi.y as i64, hi.z as i64],
-    )
-}
-
-fn cell_key(c: [i64; 3]) -> u64 {
-    let h = (c[0] as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        ^ (c[1] as u64).wrapping_mul(0xC2B2_AE3D_27D4_EB4F)
-        ^ (c[2] as u64).wrapping_mul(0x1656_67B1_9E37_79F9);
-    h ^ (h >> 29)
-}
-
-/// Calls `f` with every cell of the range.
-fn for_cells(lo: [i64; 3], hi: [i64; 3], mut f: impl FnMut([i64; 3])) {
-    for x in lo[0]..=hi[0] {
-        for y in lo[1]..=hi[1] {
-            for z in lo[2]..=hi[2] {
-                f([x, y, z]);
-            }
-        }
-    }
-}
-
-impl Grid {
-    fn build(&mut self, boxes: &[Aabb], cell: f64) {
-        self.inv_cell = 1.0 / cell;
-        self.entries.clear();
-        let inv = self.inv_cell;
-        // Twice as many buckets as boxes, rounded up to a power of two.
-        let buckets = (2 * boxes.len()).next_power_of_two().max(64);
-        self.mask = buckets as u64 - 1;
-        let mask = self.mask;
-        for (k, b) in boxes.iter().enumerate() {
-            let (lo, hi) = cell_range(b, inv);
-            let entries = &mut self.entries;
-            for_cells(lo, hi, |c| {
-                entries.push(((cell_key(c) & mask) as u32, k as u32));
-            });
-        }
-        self.starts.clear();
-        self.starts.resize(buckets + 1, 0);
-        for &(b, _) in &self.entries {
-            self.starts[b as usize + 1] += 1;
-        }
-        for k in 0..buckets {
-            self.starts[k + 1] += self.starts[k];
-        }
-        self.items.clear();
-        self.items.resize(self.entries.len(), 0);
-        // Fill from the back of each bucket, so the starts end where they began.
-        for &(b, item) in self.entries.iter().rev() {
-            let end = &mut self.starts[b as usize + 1];
-            *end -= 1;
-            self.items[*end as usize] = item;
-        }
-        // `starts[b + 1]` now holds bucket b's start: shift back by one.
-        self.starts.rotate_left(1);
-        self.starts[buckets] = self.items.len() as u32;
-    }
-
-    /// Calls `f(item)` for every item listed in the bucket of a cell `b` spans (an item in
-    /// several of those cells, or in a cell sharing a bucket, comes more than once).
-    fn query(&self, b: &Aabb, mut f: impl FnMut(u32)) {
-        let (lo, hi) = cell_range(b, self.inv_cell);
-        for_cells(lo, hi, |c| {
-            let bucket = (cell_key(c) & self.mask) as usize;
-            let (s, e) = (
-                self.starts[bucket] as usize,
-                self.starts[bucket + 1] as usize,
-            );
-            for &item in &self.items[s..e] {
-                f(item);
-            }
-        });
-    }
 }
 
 /// Closest point of triangle `(a, b, c)` to `p`, as barycentric weights (Ericson, Real-Time
@@ -600,8 +572,6 @@ pub(crate) struct SelfContact {
     bvh_boxes: Vec<Aabb>,
     edge_boxes: Vec<Aabb>,
     stack: Vec<(u32, u32)>,
-    /// Whether a pair pushed after the last [`SelfContact::update`].
-    pub(crate) pushing: bool,
     /// The forces of the pairs that pushed at the end of the last substep, sorted by their
     /// features: the next substep's warm start (the cloth's, swapped in by `load`).
     pub(crate) warm: Vec<(RawPair, f64)>,
@@ -658,67 +628,16 @@ impl SelfContact {
         self.tri_boxes.clear();
         self.tri_boxes
             .extend(topo.triangles.iter().map(|t| swept(t)));
-        self.bvh_boxes.clear();
-        self.bvh_boxes.resize(topo.bvh.len(), Aabb::EMPTY);
-        for (k, n) in topo.bvh.iter().enumerate().rev() {
-            self.bvh_boxes[k] = if n.left == NONE {
-                self.tri_boxes[n.right as usize]
-            } else {
-                let (l, r) = (
-                    self.bvh_boxes[n.left as usize],
-                    self.bvh_boxes[n.right as usize],
-                );
-                Aabb {
-                    min: l.min.min(r.min),
-                    max: l.max.max(r.max),
-                }
-            };
-        }
+        topo.refit(&self.tri_boxes, &mut self.bvh_boxes);
         self.raw.clear();
-        self.stack.clear();
-        if !topo.bvh.is_empty() {
-            self.stack.push((0, 0));
-        }
-        let bvh = &topo.bvh;
-        while let Some((a, b)) = self.stack.pop() {
-            let (na, nb) = (bvh[a as usize], bvh[b as usize]);
-            if a == b {
-                if na.left != NONE {
-                    self.stack.push((na.left, na.left));
-                    self.stack.push((na.right, na.right));
-                    self.stack.push((na.left, na.right));
-                }
-                continue;
-            }
-            if !self.bvh_boxes[a as usize].overlaps(&self.bvh_boxes[b as usize]) {
-                continue;
-            }
-            match (na.left == NONE, nb.left == NONE) {
-                (true, true) => self.triangle_pair(topo, na.right, nb.right),
-                (false, true) => {
-                    self.stack.push((na.left, b));
-                    self.stack.push((na.right, b));
-                }
-                (true, false) => {
-                    self.stack.push((a, nb.left));
-                    self.stack.push((a, nb.right));
-                }
-                (false, false) => {
-                    // Descend the larger box.
-                    let size = |k: u32| {
-                        let bx = &self.bvh_boxes[k as usize];
-                        (bx.max - bx.min).length_squared()
-                    };
-                    if size(a) >= size(b) {
-                        self.stack.push((na.left, b));
-                        self.stack.push((na.right, b));
-                    } else {
-                        self.stack.push((a, nb.left));
-                        self.stack.push((a, nb.right));
-                    }
-                }
-            }
-        }
+        let (mut stack, bvh_boxes) = (
+            std::mem::take(&mut self.stack),
+            std::mem::take(&mut self.bvh_boxes),
+        );
+        topo.overlapping_triangles(&bvh_boxes, &mut stack, |t, u| {
+            self.triangle_pair(topo, t, u)
+        });
+        (self.stack, self.bvh_boxes) = (stack, bvh_boxes);
     }
 
     /// The feature pairs of two triangles whose boxes meet: each node either owns against the
@@ -884,7 +803,6 @@ impl SelfContact {
     /// the forces, split over the nodes, to `node_force`.
     pub(crate) fn update(&mut self, compliance: &[f64], w_body: f64, node_force: &mut [DVec3]) {
         let w_max = self.w_max.max(w_body);
-        self.pushing = false;
         for p in &mut self.pairs {
             if p.engaged {
                 let mut w = 0.0;
@@ -909,7 +827,6 @@ impl SelfContact {
                 }
             }
             if p.force > 0.0 {
-                self.pushing = true;
                 for k in 0..4 {
                     node_force[p.nodes[k] as usize] += p.coef[k] * p.force * p.normal;
                 }
@@ -927,17 +844,12 @@ impl SelfContact {
         }
     }
 
-    /// Pushes apart, in the inertial prediction `x_pred`, the pairs that would end the substep
-    /// closer than the thickness (two Gauss-Seidel sweeps, weighted by inverse mass, pinned
-    /// nodes fixed): an inelastic impulse on the approaching sides before the iterations, which
-    /// then spread it over the cloth (Bridson et al.'s repulsion on the velocities).
-    pub(crate) fn filter_prediction(&self, masses: &[f64], pinned: &[bool], x_pred: &mut [DVec3]) {
-        self.project(masses, pinned, x_pred);
-    }
-
     /// Two Gauss-Seidel sweeps pushing apart the pairs closer than the thickness at `x`,
-    /// weighted by inverse mass (pinned nodes fixed); returns how many pushes were made.
-    fn project(&self, masses: &[f64], pinned: &[bool], x: &mut [DVec3]) -> usize {
+    /// weighted by inverse mass (pinned nodes fixed); returns how many pushes were made. On the
+    /// inertial prediction before the iterations, it is an inelastic impulse on the approaching
+    /// sides, which the iterations then spread over the cloth (Bridson et al.'s repulsion on
+    /// the velocities); in the last pass, a position correction.
+    pub(crate) fn push_apart(&self, masses: &[f64], pinned: &[bool], x: &mut [DVec3]) -> usize {
         let inv_mass = |i: usize| if pinned[i] { 0.0 } else { 1.0 / masses[i] };
         let mut pushes = 0;
         for _ in 0..2 {
@@ -988,7 +900,7 @@ impl SelfContact {
         );
         self.warm.sort_unstable_by_key(|w| w.0);
         self.impacts = self.pairs.iter().filter(|p| p.force > 0.0).count();
-        self.impacts += self.project(masses, pinned, x);
+        self.impacts += self.push_apart(masses, pinned, x);
         // The continuous check over the actual paths. The broad phase of `prepare` serves when
         // every node's path stayed inside the box it was given there (then every pair of
         // features whose paths' boxes meet is among its pairs); else it runs again.
@@ -1065,10 +977,12 @@ pub fn triangles_intersect(t: [DVec3; 3], u: [DVec3; 3]) -> bool {
 }
 
 /// How many pairs of `triangles` that share no node intersect at `positions`: the
-/// `self_intersections` figure (0 for a cloth that never passes through itself). A spatial hash
-/// of the triangles' boxes finds the pairs to test; each is tested exactly in `f64` by
-/// [`triangles_intersect`]. Allocates; a measure, not part of the frame loop.
+/// `self_intersections` figure (0 for a cloth that never passes through itself). The same
+/// bounding volume hierarchy as the solver's, built on `positions`, finds the pairs to test;
+/// each is tested exactly in `f64` by [`triangles_intersect`]. Allocates; a measure, not part
+/// of the frame loop.
 pub fn self_intersections(triangles: &[[u32; 3]], positions: &[DVec3]) -> usize {
+    let topo = SelfTopology::new(triangles, positions);
     let boxes: Vec<Aabb> = triangles
         .iter()
         .map(|t| {
@@ -1079,30 +993,21 @@ pub fn self_intersections(triangles: &[[u32; 3]], positions: &[DVec3]) -> usize 
             b
         })
         .collect();
-    let cell = boxes
-        .iter()
-        .map(|b| (b.max - b.min).max_element())
-        .fold(0.0, f64::max)
-        .max(1e-6);
-    let mut grid = Grid::default();
-    grid.build(&boxes, cell);
-    let mut found: Vec<(u32, u32)> = Vec::new();
-    for (i, b) in boxes.iter().enumerate() {
-        let t = triangles[i];
-        grid.query(b, |j| {
-            let u = triangles[j as usize];
-            if j as usize > i && !t.iter().any(|k| u.contains(k)) && boxes[j as usize].overlaps(b) {
-                let pt = t.map(|k| positions[k as usize]);
-                let pu = u.map(|k| positions[k as usize]);
-                if triangles_intersect(pt, pu) {
-                    found.push((i as u32, j));
-                }
-            }
-        });
-    }
-    found.sort_unstable();
-    found.dedup();
-    found.len()
+    let mut bvh_boxes = Vec::new();
+    topo.refit(&boxes, &mut bvh_boxes);
+    let mut crossed = 0;
+    topo.overlapping_triangles(&bvh_boxes, &mut Vec::new(), |i, j| {
+        let (t, u) = (triangles[i as usize], triangles[j as usize]);
+        if !t.iter().any(|k| u.contains(k))
+            && triangles_intersect(
+                t.map(|k| positions[k as usize]),
+                u.map(|k| positions[k as usize]),
+            )
+        {
+            crossed += 1;
+        }
+    });
+    crossed
 }
 
 #[cfg(test)]
@@ -1279,7 +1184,7 @@ mod tests {
             }],
             ..Default::default()
         };
-        let pushes = sc.project(&masses, &[false; 4], &mut x);
+        let pushes = sc.push_apart(&masses, &[false; 4], &mut x);
         assert!(pushes >= 1);
         assert!(
             (com(&x) - before).length() < 1e-15,

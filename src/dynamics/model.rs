@@ -197,8 +197,10 @@ pub struct ClothModel {
     pub(crate) compliance: Vec<f64>,
     /// Each free node's nearest pin and rest geodesic distance to it (the tethers).
     pub(crate) tethers: crate::limits::Tethers,
-    /// The render mesh's triangles and edges, for self-collision.
-    pub(crate) self_topology: crate::self_contact::SelfTopology,
+    /// The render mesh's triangles, edges and hierarchy for self-collision, built on first use
+    /// ([`ClothModel::self_topology`]): a model none of whose cloths collide with itself
+    /// neither builds nor holds them.
+    self_topology: std::sync::OnceLock<crate::self_contact::SelfTopology>,
     /// `K` itself, assembled on first use ([`ClothModel::system`]; the factor's tests).
     #[cfg(test)]
     pub(crate) system: std::sync::OnceLock<CsrMatrix>,
@@ -287,10 +289,6 @@ impl ClothModel {
             pinned_mask[p as usize] = true;
         }
         let tethers = crate::limits::Tethers::new(&mesh, &pins);
-        let self_topology = crate::self_contact::SelfTopology::new(
-            mesh.render_triangles(),
-            mesh.initial_positions(),
-        );
         Ok(Arc::new(Self {
             mesh,
             material,
@@ -306,7 +304,7 @@ impl ClothModel {
             factor,
             compliance,
             tethers,
-            self_topology,
+            self_topology: std::sync::OnceLock::new(),
             #[cfg(test)]
             system: std::sync::OnceLock::new(),
             stats,
@@ -352,6 +350,17 @@ impl ClothModel {
     /// Sizes and build cost.
     pub fn stats(&self) -> &ModelStats {
         &self.stats
+    }
+
+    /// The render mesh's triangles, edges and bounding volume hierarchy for self-collision,
+    /// built from the initial shape the first time a cloth of this model collides with itself.
+    pub(crate) fn self_topology(&self) -> &crate::self_contact::SelfTopology {
+        self.self_topology.get_or_init(|| {
+            crate::self_contact::SelfTopology::new(
+                self.mesh.render_triangles(),
+                self.mesh.initial_positions(),
+            )
+        })
     }
 
     /// The factored matrix `K` over the free nodes (free-node order), assembled again on first

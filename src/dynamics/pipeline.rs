@@ -135,7 +135,7 @@ pub(crate) fn substep(
         &st.positions,
         &ws.scratch.x_tilde,
         inputs.self_thickness.map(|thickness| SelfFrame {
-            topology: &model.self_topology,
+            topology: model.self_topology(),
             thickness,
             rest: model.mesh.metric_positions(),
             pinned: &model.pinned_mask,
@@ -144,7 +144,7 @@ pub(crate) fn substep(
     );
     if ws.contact_pass.self_contact.active() {
         // Self-contact's impulse on the prediction (see `self_contact`), before the iterations.
-        ws.contact_pass.self_contact.filter_prediction(
+        ws.contact_pass.self_contact.push_apart(
             &model.masses,
             &model.pinned_mask,
             &mut ws.scratch.x_tilde,

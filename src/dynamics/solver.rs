@@ -215,7 +215,7 @@ pub(crate) fn solve_substep(
     }
     if contact.pass.self_contact.enabled {
         contact.pass.self_contact.finish(
-            &model.self_topology,
+            model.self_topology(),
             &model.masses,
             &model.pinned_mask,
             contact.x_start,
