@@ -8,29 +8,34 @@
 //! - **point-triangle**: a node against a triangle;
 //! - **edge-edge**: an edge against an edge.
 //!
-//! in three layers:
+//! in four layers:
 //!
-//! 1. **Broad phase, once per substep**: a uniform spatial hash of the swept boxes (from the
-//!    substep's start to its inertial prediction, grown by the thickness and a slack) of every
-//!    node, triangle and edge; pairs that come within the thickness and the slack, or whose
-//!    paths cross (a continuous test), become the substep's pairs. Pairs whose features lie
-//!    within the thickness of each other in the rest shape are left out.
-//! 2. **Forces inside the iterations**: each pair is a scalar inequality `gap >= 0` on its four
+//! 1. **Broad phase, once per substep**: a bounding volume hierarchy over the triangles
+//!    (built once per model), refitted to the swept boxes (from the substep's start to where each
+//!    node is headed, grown by the thickness) and traversed against itself. Pairs that come
+//!    within twice the thickness, or whose paths cross (a continuous test), become the
+//!    substep's pairs, each with the side it begins on. Pairs whose features lie within the
+//!    thickness of each other in the rest shape are left out.
+//! 2. **An impulse on the prediction**: pairs that would end closer than the thickness are
+//!    pushed apart in the inertial prediction (weighted by inverse mass), which the iterations
+//!    then spread over the cloth.
+//! 3. **Forces inside the iterations**: each pair is a scalar inequality `gap >= 0` on its four
 //!    nodes (the gap is the distance between the features along the normal from the side the
 //!    pair began the substep on, less the thickness), solved as the body contact solves its
 //!    per-node ones (`DESIGN.md` section 5): a force `lambda >= 0` pushes the two sides apart,
 //!    split over the nodes by the closest points' weights, so both sides move and the impulse is
 //!    shared through the nodes' compliances; it is corrected each iteration from the gap
-//!    (`lambda <- max(0, lambda - gap / W)`, `W` the pair's compliance) and enters the next global
-//!    solve's right-hand side. The factor is untouched.
-//! 3. **A last pass**: pairs still closer than the thickness are pushed apart, weighted by inverse
+//!    (`lambda <- max(0, lambda - gap / W)`, `W` the pair's compliance), enters the next global
+//!    solve's right-hand side, and starts the next substep (keyed by the features). The factor
+//!    is untouched.
+//! 4. **A last pass**: pairs still closer than the thickness are pushed apart, weighted by inverse
 //!    mass (pinned nodes stay), and a continuous check over every node's actual path over the
 //!    substep finds any point-triangle or edge-edge crossing (the coplanarity times of the four
 //!    moving points, then the features' distance there). The free nodes of a crossing pair go
-//!    back to where they began the substep, and the check runs again over the pairs they belong
-//!    to, until none crosses: a cloth that began the substep without crossings ends it without
-//!    (apart from pinned nodes, which are the game's to place). A node sent back ends the
-//!    substep at rest; the substep then counts as an impact (backward-Euler velocities).
+//!    back along their paths to half the crossing's time, and the check runs again, until none
+//!    crosses: a cloth that began the substep without crossings ends it without (apart from
+//!    pinned nodes, which are the game's to place). The substep then counts as an impact
+//!    (backward-Euler velocities).
 //!
 //! Off by default ([`SelfCollisionSettings`]); crossed triangle pairs of any shape can be counted
 //! with [`self_intersections`].
@@ -89,7 +94,7 @@ pub(crate) struct BvhNode {
 }
 
 /// The render mesh's triangles and edges, which self-collision tests, with what the broad
-/// phase needs (held by the model, built once):
+/// phase needs (held by the model, built on the first self-colliding step):
 ///
 /// - a bounding volume hierarchy over the triangles, built on the initial shape (median splits
 ///   of the centroids along the longest axis, one triangle per leaf, parents before children)
