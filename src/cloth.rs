@@ -633,7 +633,7 @@ impl Cloth {
             self.sleep = Sleep {
                 asleep: true,
                 still_for: self.sleep.still_for,
-                colliders: colliders.len(),
+                colliders: colliders.revision(),
                 min,
                 max,
             };
@@ -968,7 +968,7 @@ fn per_node_input(what: &'static str, values: &[DVec3], n: usize) -> Result<usiz
 struct Sleep {
     asleep: bool,
     still_for: f64,
-    colliders: usize,
+    colliders: u64,
     min: DVec3,
     max: DVec3,
 }
@@ -979,7 +979,7 @@ impl Sleep {
     fn woken(&self, cloth: &Cloth, colliders: &ColliderSet) -> bool {
         cloth.pin_start != cloth.pin_target
             || cloth.skin.moving()
-            || colliders.len() != self.colliders
+            || colliders.revision() != self.colliders
             || colliders.moved_near(self.min, self.max, cloth.contact.thickness)
     }
 }

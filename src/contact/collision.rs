@@ -223,6 +223,9 @@ struct Entry {
     previous: Pose,
     /// Pose at its end.
     current: Pose,
+    /// Removed ([`ColliderSet::remove`]): collides with nothing, its slot free for the next
+    /// [`ColliderSet::add`].
+    removed: bool,
 }
 
 /// Kinematic bodies the cloths collide with (a character's capsules, the ground). Shared by every
@@ -231,12 +234,15 @@ struct Entry {
 #[derive(Debug, Clone, Default)]
 pub struct ColliderSet {
     entries: Vec<Entry>,
+    /// Counts additions and removals (a sleeping cloth wakes when it changes).
+    revision: u64,
 }
 
 impl ColliderSet {
     /// The empty set (what [`crate::Cloth::step`] collides with).
     pub const EMPTY: ColliderSet = ColliderSet {
         entries: Vec::new(),
+        revision: 0,
     };
 
     /// An empty set.
@@ -244,46 +250,76 @@ impl ColliderSet {
         Self::default()
     }
 
-    /// Adds a body at `pose` (at rest there). Bad sizes or a bad pose are refused.
+    /// Adds a body at `pose` (at rest there), in the slot of the first removed collider if there
+    /// is one. Bad sizes or a bad pose are refused.
     pub fn add(&mut self, shape: ColliderShape, pose: Pose) -> Result<ColliderId, ColliderError> {
         shape.validate()?;
-        let id = self.entries.len();
+        let id = self
+            .entries
+            .iter()
+            .position(|e| e.removed)
+            .unwrap_or(self.entries.len());
         if !pose.is_valid() {
             return Err(ColliderError::BadPose { collider: id });
         }
         let pose = Pose::new(pose.translation, pose.rotation.normalize());
-        self.entries.push(Entry {
+        let entry = Entry {
             shape,
             previous: pose,
             current: pose,
-        });
+            removed: false,
+        };
+        match self.entries.get_mut(id) {
+            Some(e) => *e = entry,
+            None => self.entries.push(entry),
+        }
+        self.revision += 1;
         Ok(id)
     }
 
-    /// Number of colliders.
+    /// Removes collider `id` (a despawned bone): from the next step on it collides with nothing,
+    /// and its id may be handed out again by [`ColliderSet::add`].
+    pub fn remove(&mut self, id: ColliderId) -> Result<(), ColliderError> {
+        self.entry_mut(id)?.removed = true;
+        self.revision += 1;
+        Ok(())
+    }
+
+    /// Number of ids handed out: every collider's id is below it (a removed collider's id stays
+    /// counted until [`ColliderSet::add`] reuses it; its shape and pose are then `None`).
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
-    /// Whether there are none.
+    /// Whether no collider was ever added.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 
-    /// The shape of collider `id`.
+    /// How many times colliders were added or removed.
+    pub(crate) fn revision(&self) -> u64 {
+        self.revision
+    }
+
+    /// The shape of collider `id` (`None` if there is none or it was removed).
     pub fn shape(&self, id: ColliderId) -> Option<ColliderShape> {
-        self.entries.get(id).map(|e| e.shape)
+        self.entry(id).map(|e| e.shape)
     }
 
     /// The pose of collider `id` at the end of the coming frame.
     pub fn pose(&self, id: ColliderId) -> Option<Pose> {
-        self.entries.get(id).map(|e| e.current)
+        self.entry(id).map(|e| e.current)
+    }
+
+    fn entry(&self, id: ColliderId) -> Option<&Entry> {
+        self.entries.get(id).filter(|e| !e.removed)
     }
 
     fn entry_mut(&mut self, id: ColliderId) -> Result<&mut Entry, ColliderError> {
         let count = self.entries.len();
         self.entries
             .get_mut(id)
+            .filter(|e| !e.removed)
             .ok_or(ColliderError::NoSuchCollider {
                 collider: id,
                 count,
@@ -326,8 +362,7 @@ impl ColliderSet {
 
     /// Pose of collider `id` at fraction `s` of the frame (0 = start, 1 = end).
     pub fn pose_at(&self, id: ColliderId, s: f64) -> Option<Pose> {
-        self.entries
-            .get(id)
+        self.entry(id)
             .map(|e| e.previous.interpolate(&e.current, s))
     }
 
@@ -336,7 +371,8 @@ impl ColliderSet {
     pub(crate) fn moved_near(&self, min: DVec3, max: DVec3, margin: f64) -> bool {
         let b = Aabb { min, max }.inflate(SLACK);
         self.entries.iter().any(|e| {
-            e.previous != e.current
+            !e.removed
+                && e.previous != e.current
                 && Swept::new(e.shape, &e.previous, &e.current, margin).overlaps(&b)
         })
     }
@@ -344,7 +380,7 @@ impl ColliderSet {
     /// Signed distance of `p` from the surface of collider `id` at the end of the frame
     /// (negative inside).
     pub fn signed_distance(&self, id: ColliderId, p: DVec3) -> Option<f64> {
-        let e = self.entries.get(id)?;
+        let e = self.entry(id)?;
         Some(
             Body::new(e.shape, e.current, 0.0)
                 .signed_distance(e.current.inverse_transform_point(p)),
@@ -356,7 +392,7 @@ impl ColliderSet {
     /// "penetration").
     pub fn max_penetration(&self, points: &[DVec3], thickness: f64) -> f64 {
         let mut worst = 0.0f64;
-        for e in &self.entries {
+        for e in self.entries.iter().filter(|e| !e.removed) {
             let body = Body::new(e.shape, e.current, 0.0);
             for &p in points {
                 let d = body.signed_distance(e.current.inverse_transform_point(p));
@@ -1073,7 +1109,7 @@ impl ContactPass {
                 .push(Body::new(e.shape, p1, settings.thickness));
             self.swept
                 .push(Swept::new(e.shape, &p0, &p1, settings.thickness));
-            if Swept::new(e.shape, &p0, &p1, margin).overlaps(&cloth) {
+            if !e.removed && Swept::new(e.shape, &p0, &p1, margin).overlaps(&cloth) {
                 self.near.push(c as u32);
             }
         }
