@@ -1,0 +1,584 @@
+//! Bevy plugin for [`isocloth`]: cloth on `Mesh3d` entities, pinned to bone entities and
+//! pushed by collider entities, read from their `GlobalTransform`s.
+//!
+//! Built on the Bevy 0.20 sub-crates (`bevy_app`, `bevy_ecs`, `bevy_transform`, `bevy_asset`,
+//! `bevy_mesh`, `bevy_time`), so it needs neither the renderer nor the full `bevy` crate.
+//! [`IsoclothPlugin`] adds isocloth's three numbered system sets ([`ClothSystems`]) to
+//! `FixedUpdate`:
+//!
+//! 1. [`ClothSystems::S1GatherPoses`]: cloths whose mesh asset has loaded are built
+//!    ([`build_cloths`]); [`ClothCollider`] entities pose the shared collider set and leave it when
+//!    despawned ([`gather_colliders`]); pinned vertices follow their bones ([`drive_pins`]);
+//! 2. [`ClothSystems::S2Step`]: every cloth steps one fixed tick, cloths in parallel;
+//! 3. [`ClothSystems::S3WriteMeshes`]: positions and normals go into each cloth's `Mesh` asset
+//!    ([`write_meshes`]).
+//!
+//! The cloth simulates in world space. Poses are read from `GlobalTransform`, which Bevy
+//! propagates in `PostUpdate`: a tick sees the bones where the last frame left them, as any
+//! fixed-step physics in Bevy does.
+//!
+//! ```
+//! use bevy_app::prelude::*;
+//! use bevy_asset::prelude::*;
+//! use bevy_ecs::prelude::*;
+//! use bevy_mesh::{Indices, Mesh, Mesh3d, PrimitiveTopology};
+//! use bevy_asset::RenderAssetUsages;
+//! use bevy_transform::prelude::*;
+//! use isocloth::{ColliderShape, Material};
+//! use isocloth_bevy::{ClothCollider, ClothPin, IsoclothPlugin, SimulatedCloth};
+//!
+//! fn setup(mut commands: Commands, mut meshes: ResMut<Assets<Mesh>>) {
+//!     // A 1 m banner, 2 x 2 quads, in the XY plane; its top row hangs from a pole entity.
+//!     let pole = commands.spawn(Transform::from_xyz(0.0, 2.0, 0.0)).id();
+//!     let positions: Vec<[f32; 3]> = (0..9)
+//!         .map(|k| [(k % 3) as f32 * 0.5, 2.0 - (k / 3) as f32 * 0.5, 0.0])
+//!         .collect();
+//!     let indices = vec![0, 3, 1, 1, 3, 4, 1, 4, 2, 2, 4, 5, 3, 6, 4, 4, 6, 7, 4, 7, 5, 5, 7, 8];
+//!     let mesh = Mesh::new(PrimitiveTopology::TriangleList, RenderAssetUsages::default())
+//!         .with_inserted_attribute(Mesh::ATTRIBUTE_POSITION, positions)
+//!         .with_inserted_indices(Indices::U32(indices));
+//!     commands.spawn((
+//!         Mesh3d(meshes.add(mesh)),
+//!         Transform::default(),
+//!         SimulatedCloth {
+//!             material: Material::default(),
+//!             pins: (0..3).map(|vertex| ClothPin { vertex, bone: pole }).collect(),
+//!         },
+//!     ));
+//!     // A ball that pushes the banner.
+//!     commands.spawn((
+//!         Transform::from_xyz(0.5, 1.4, 0.1),
+//!         ClothCollider::new(ColliderShape::Sphere { radius: 0.2 }),
+//!     ));
+//! }
+//!
+//! let mut app = App::new();
+//! app.add_plugins((
+//!     bevy_app::TaskPoolPlugin::default(),
+//!     bevy_time::TimePlugin,
+//!     bevy_transform::TransformPlugin,
+//!     bevy_asset::AssetPlugin::default(),
+//!     bevy_mesh::MeshPlugin,
+//!     IsoclothPlugin::default(),
+//! ))
+//! .add_systems(Startup, setup);
+//! app.update(); // in a game, `App::run` with the DefaultPlugins
+//! ```
+
+use std::collections::HashMap;
+
+use bevy_app::{App, FixedUpdate, Plugin};
+use bevy_asset::Assets;
+use bevy_ecs::prelude::*;
+use bevy_mesh::{Indices, Mesh, Mesh3d, PrimitiveTopology, VertexAttributeValues};
+use bevy_time::{Fixed, Time};
+use bevy_transform::components::GlobalTransform;
+use glam::Vec3;
+use isocloth::attachment::{AttachError, AttachmentSettings, Attachments, Influence};
+use isocloth::ecs::{ClothColliders, ClothConfig, init_cloth_resources, step_cloths};
+use isocloth::{BaseMesh, Cloth, ClothError, ClothMesh, ColliderShape, Material, MeshError, Pose};
+use thiserror::Error;
+
+pub use isocloth::ecs::{ClothConfigOverride, ClothSim, ClothSystems};
+
+/// Adds isocloth to a Bevy app: the [`ClothConfig`] and [`ClothColliders`] resources (where
+/// missing), the systems in their numbered sets on `FixedUpdate`, and the fixed timestep.
+#[derive(Debug, Clone)]
+pub struct IsoclothPlugin {
+    /// Sets `Time<Fixed>` to [`ClothConfig::timestep`] (1/60 s unless the app inserted a config
+    /// first), so that each `FixedUpdate` tick is one cloth step. Default true; turn it off only
+    /// if the app's fixed timestep already equals the config's.
+    pub set_fixed_timestep: bool,
+}
+
+impl Default for IsoclothPlugin {
+    fn default() -> Self {
+        Self {
+            set_fixed_timestep: true,
+        }
+    }
+}
+
+impl Plugin for IsoclothPlugin {
+    fn build(&self, app: &mut App) {
+        init_cloth_resources(app.world_mut());
+        app.init_resource::<ColliderEntities>();
+        if self.set_fixed_timestep {
+            let dt = app.world().resource::<ClothConfig>().timestep;
+            app.insert_resource(Time::<Fixed>::from_seconds(dt));
+        }
+        app.configure_sets(
+            FixedUpdate,
+            (
+                ClothSystems::S1GatherPoses,
+                ClothSystems::S2Step,
+                ClothSystems::S3WriteMeshes,
+            )
+                .chain(),
+        );
+        app.add_systems(
+            FixedUpdate,
+            (build_cloths, gather_colliders, drive_pins)
+                .chain()
+                .in_set(ClothSystems::S1GatherPoses),
+        );
+        app.add_systems(FixedUpdate, step_cloths.in_set(ClothSystems::S2Step));
+        app.add_systems(
+            FixedUpdate,
+            write_meshes.in_set(ClothSystems::S3WriteMeshes),
+        );
+    }
+}
+
+/// A vertex of the cloth's source mesh held by a bone entity: it follows the bone's
+/// `GlobalTransform` rigidly from where it was when the cloth was built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClothPin {
+    /// Index of the vertex in the source mesh's position attribute.
+    pub vertex: u32,
+    /// The bone entity (any entity with a `GlobalTransform`).
+    pub bone: Entity,
+}
+
+/// Makes the `Mesh3d` of this entity a simulated cloth.
+///
+/// On the first tick where the mesh asset is loaded, [`build_cloths`] builds the cloth from it
+/// (positions taken to world space by the entity's `GlobalTransform`, triangles from its
+/// indices), binds the pins to their bones, and replaces the asset's contents with the
+/// cloth's render mesh: four triangles per source triangle, with positions, normals and, if the
+/// source had them, UVs (a new vertex at an edge's midpoint takes the mean of its ends'). From
+/// then on [`write_meshes`] updates positions and normals each tick, in the entity's local
+/// frame. The budget, contact and the rest come from the [`ClothConfig`] resource, or from a
+/// [`ClothConfigOverride`] on the entity.
+///
+/// The source mesh must be a `TriangleList` with indices, kept in the main world
+/// (`RenderAssetUsages::MAIN_WORLD`, part of the default), and one connected surface: vertices
+/// split at UV seams make separate pieces. A mesh asset shared with other entities would change
+/// for them too; give each cloth its own.
+#[derive(Component, Debug, Clone, Default)]
+pub struct SimulatedCloth {
+    /// Density, bending stiffness, damping.
+    pub material: Material,
+    /// Held vertices.
+    pub pins: Vec<ClothPin>,
+}
+
+/// What went wrong building or driving a cloth.
+#[derive(Debug, Error)]
+pub enum BevyClothError {
+    /// The mesh is not a triangle list.
+    #[error("the cloth's mesh is {0:?}, not a TriangleList")]
+    NotTriangleList(PrimitiveTopology),
+    /// The mesh has no `Float32x3` positions.
+    #[error("the cloth's mesh has no Float32x3 POSITION attribute")]
+    NoPositions,
+    /// The mesh has no indices.
+    #[error("the cloth's mesh has no indices")]
+    NoIndices,
+    /// The mesh's data lives in the render world only.
+    #[error("the cloth's mesh is not kept in the main world (RenderAssetUsages::MAIN_WORLD)")]
+    NotInMainWorld,
+    /// A pin names a vertex the mesh does not have.
+    #[error("pin vertex {vertex} does not exist (the mesh has {count} vertices)")]
+    NoSuchVertex {
+        /// The vertex.
+        vertex: u32,
+        /// Vertex count.
+        count: usize,
+    },
+    /// A bone entity has no `GlobalTransform` (or a non-finite one) when the cloth is built.
+    #[error("bone entity {0:?} has no usable GlobalTransform")]
+    BadBone(Entity),
+    /// The mesh is not a valid cloth.
+    #[error(transparent)]
+    Mesh(#[from] MeshError),
+    /// The cloth refused its settings.
+    #[error(transparent)]
+    Cloth(#[from] ClothError),
+    /// The pins could not be bound.
+    #[error(transparent)]
+    Attach(#[from] AttachError),
+}
+
+/// Set on a [`SimulatedCloth`] entity whose cloth could not be built (logged once as a warning).
+/// Remove it, with the cause fixed, to try again.
+#[derive(Component, Debug)]
+pub struct ClothBuildError(pub BevyClothError);
+
+/// A built cloth's link to its bones (inserted by [`build_cloths`]).
+#[derive(Component, Debug)]
+pub struct ClothBones {
+    /// Bone entities, in the attachments' bone order.
+    pub bones: Vec<Entity>,
+    /// The bound pins.
+    pub attachments: Attachments,
+    /// Each bone's last good world pose: a despawned bone, or one with a non-finite transform,
+    /// holds the pins there.
+    pub last_poses: Vec<Pose>,
+    /// Bones that are gone or bad at the last tick (each logged once as a warning when it goes).
+    pub lost: Vec<Entity>,
+    /// The last error applying the pins, if any.
+    pub last_error: Option<AttachError>,
+}
+
+/// A collision shape on an entity with a `GlobalTransform` (a bone), in the frame
+/// `GlobalTransform * offset` (scale ignored). Every cloth collides with it; it leaves the
+/// collider set when the entity is despawned or the component removed.
+#[derive(Component, Debug, Clone, Copy, PartialEq)]
+pub struct ClothCollider {
+    /// The shape.
+    pub shape: ColliderShape,
+    /// Offset from the entity's frame.
+    pub offset: Pose,
+}
+
+impl ClothCollider {
+    /// `shape` at the entity's own frame.
+    pub fn new(shape: ColliderShape) -> Self {
+        Self {
+            shape,
+            offset: Pose::IDENTITY,
+        }
+    }
+}
+
+/// Which collider of [`ClothColliders`] each [`ClothCollider`] entity owns.
+#[derive(Resource, Debug, Default)]
+pub struct ColliderEntities {
+    ids: HashMap<Entity, isocloth::ColliderId>,
+    seen: Vec<Entity>,
+}
+
+/// The rotation and translation of `t` as a pose (scale dropped); `None` if not finite.
+pub fn pose_of(t: &GlobalTransform) -> Option<Pose> {
+    let (_, r, p) = t.to_scale_rotation_translation();
+    let pose = Pose::new(p.as_dvec3(), r.as_dquat().normalize());
+    pose.is_valid().then_some(pose)
+}
+
+/// S1: builds the cloth of every [`SimulatedCloth`] whose mesh asset has loaded (see there).
+#[allow(clippy::type_complexity)]
+pub fn build_cloths(
+    mut commands: Commands,
+    cloths: Query<
+        (
+            Entity,
+            &SimulatedCloth,
+            &Mesh3d,
+            &GlobalTransform,
+            Option<&ClothConfigOverride>,
+        ),
+        (Without<ClothSim>, Without<ClothBuildError>),
+    >,
+    bones: Query<&GlobalTransform>,
+    config: Res<ClothConfig>,
+    mut meshes: ResMut<Assets<Mesh>>,
+) {
+    for (entity, spec, handle, transform, over) in &cloths {
+        let Some(mut mesh) = meshes.get_mut(&handle.0) else {
+            continue; // not loaded yet
+        };
+        let config = over.map_or(&*config, |o| &o.0);
+        match build(spec, &mut mesh, transform, &bones, config) {
+            Ok((sim, pins)) => {
+                commands.entity(entity).insert((sim, pins));
+            }
+            Err(e) => {
+                tracing::warn!("isocloth: cloth on {entity:?} not built: {e}");
+                commands.entity(entity).insert(ClothBuildError(e));
+            }
+        }
+    }
+}
+
+fn build(
+    spec: &SimulatedCloth,
+    mesh: &mut Mesh,
+    transform: &GlobalTransform,
+    bones: &Query<&GlobalTransform>,
+    config: &ClothConfig,
+) -> Result<(ClothSim, ClothBones), BevyClothError> {
+    let topology = mesh.primitive_topology();
+    if topology != PrimitiveTopology::TriangleList {
+        return Err(BevyClothError::NotTriangleList(topology));
+    }
+    let positions = match mesh.try_attribute_option(Mesh::ATTRIBUTE_POSITION) {
+        Ok(Some(VertexAttributeValues::Float32x3(p))) => p,
+        Ok(_) => return Err(BevyClothError::NoPositions),
+        Err(_) => return Err(BevyClothError::NotInMainWorld),
+    };
+    let world: Vec<Vec3> = positions
+        .iter()
+        .map(|&p| transform.transform_point(Vec3::from(p)))
+        .collect();
+    let indices: Vec<u32> = match mesh.try_indices_option() {
+        Ok(Some(i)) => i.iter().map(|k| k as u32).collect(),
+        Ok(None) => return Err(BevyClothError::NoIndices),
+        Err(_) => return Err(BevyClothError::NotInMainWorld),
+    };
+    let triangles: Vec<[u32; 3]> = indices
+        .chunks_exact(3)
+        .map(|t| [t[0], t[1], t[2]])
+        .collect();
+    let uvs = match mesh.try_attribute_option(Mesh::ATTRIBUTE_UV_0) {
+        Ok(Some(VertexAttributeValues::Float32x2(uv))) => Some(uv.clone()),
+        _ => None,
+    };
+    let vertex_count = world.len();
+    let cloth_mesh = ClothMesh::new(&BaseMesh::new(world, triangles))?;
+
+    // Bones in order of first mention; each pinned vertex rigidly on its bone.
+    let mut bone_list: Vec<Entity> = Vec::new();
+    let mut vertex_bone: HashMap<u32, u32> = HashMap::new();
+    for pin in &spec.pins {
+        if pin.vertex as usize >= vertex_count {
+            return Err(BevyClothError::NoSuchVertex {
+                vertex: pin.vertex,
+                count: vertex_count,
+            });
+        }
+        let b = match bone_list.iter().position(|&e| e == pin.bone) {
+            Some(b) => b,
+            None => {
+                bone_list.push(pin.bone);
+                bone_list.len() - 1
+            }
+        } as u32;
+        vertex_bone.insert(pin.vertex, b);
+    }
+    let bind_poses = bone_list
+        .iter()
+        .map(|&e| {
+            bones
+                .get(e)
+                .ok()
+                .and_then(pose_of)
+                .ok_or(BevyClothError::BadBone(e))
+        })
+        .collect::<Result<Vec<Pose>, _>>()?;
+    let mut pinned_vertices: Vec<u32> = vertex_bone.keys().copied().collect();
+    pinned_vertices.sort_unstable();
+    let nodes = cloth_mesh.nodes_for_vertices(&pinned_vertices, true);
+    let base_count = cloth_mesh.base_vertex_count() as u32;
+    let influences: Vec<(u32, Vec<Influence>)> = nodes
+        .iter()
+        .map(|&n| {
+            let ends = if n < base_count {
+                vec![n]
+            } else {
+                cloth_mesh.edges()[(n - base_count) as usize].to_vec()
+            };
+            let mut inf: Vec<Influence> = Vec::new();
+            for v in ends {
+                let bone = vertex_bone[&v];
+                match inf.iter_mut().find(|i| i.bone == bone) {
+                    Some(i) => i.weight += 1.0,
+                    None => inf.push(Influence { bone, weight: 1.0 }),
+                }
+            }
+            (n, inf)
+        })
+        .collect();
+
+    let render_uvs = match &uvs {
+        Some(uv) if uv.len() == vertex_count => {
+            let u: Vec<f32> = uv.iter().map(|t| t[0]).collect();
+            let v: Vec<f32> = uv.iter().map(|t| t[1]).collect();
+            let (u, v) = (cloth_mesh.node_values(&u)?, cloth_mesh.node_values(&v)?);
+            Some(
+                u.into_iter()
+                    .zip(v)
+                    .map(|(a, b)| [a, b])
+                    .collect::<Vec<_>>(),
+            )
+        }
+        _ => None,
+    };
+    let settings = config.budget.settings(config.timestep, config.gravity)?;
+    let cloth = Cloth::from_mesh(cloth_mesh, spec.material, &nodes, settings)?;
+    let (attachments, last_poses) = if bone_list.is_empty() {
+        (
+            Attachments::bind(
+                &cloth,
+                &[],
+                &[Pose::IDENTITY],
+                0,
+                AttachmentSettings::default(),
+            )?,
+            vec![],
+        )
+    } else {
+        (
+            Attachments::bind(
+                &cloth,
+                &influences,
+                &bind_poses,
+                0,
+                AttachmentSettings::default(),
+            )?,
+            bind_poses,
+        )
+    };
+
+    // The asset becomes the render mesh (vertex i = cloth node i).
+    let mut render = Mesh::new(PrimitiveTopology::TriangleList, mesh.asset_usage);
+    let mut positions = Vec::new();
+    let mut normals = Vec::new();
+    cloth.write_render_positions(&mut positions);
+    cloth.write_render_normals(&mut normals);
+    to_local(transform, &mut positions, &mut normals);
+    render.insert_attribute(
+        Mesh::ATTRIBUTE_POSITION,
+        positions.iter().map(|p| p.to_array()).collect::<Vec<_>>(),
+    );
+    render.insert_attribute(
+        Mesh::ATTRIBUTE_NORMAL,
+        normals.iter().map(|p| p.to_array()).collect::<Vec<_>>(),
+    );
+    if let Some(uv) = render_uvs {
+        render.insert_attribute(Mesh::ATTRIBUTE_UV_0, uv);
+    }
+    render.insert_indices(Indices::U32(cloth.render_indices()));
+    *mesh = render;
+
+    let bones = ClothBones {
+        bones: bone_list,
+        attachments,
+        last_poses,
+        lost: Vec::new(),
+        last_error: None,
+    };
+    Ok((ClothSim::new(cloth), bones))
+}
+
+/// World positions and normals into the frame of `transform`.
+fn to_local(transform: &GlobalTransform, positions: &mut [Vec3], normals: &mut [Vec3]) {
+    let inverse = transform.affine().inverse();
+    for p in positions {
+        *p = inverse.transform_point3(*p);
+    }
+    for n in normals {
+        *n = inverse.transform_vector3(*n).normalize_or_zero();
+    }
+}
+
+/// S1: poses the shared collider set from the [`ClothCollider`] entities' `GlobalTransform`s;
+/// a new entity adds a collider, a despawned one (or one that lost the component) removes it.
+/// Bad data is skipped and reported in [`ClothColliders::skipped`] (the collider keeps its
+/// last pose); a jump beyond [`ClothConfig::collider_teleport_distance`] teleports.
+pub fn gather_colliders(
+    entities: Query<(Entity, &GlobalTransform, &ClothCollider)>,
+    config: Res<ClothConfig>,
+    mut colliders: ResMut<ClothColliders>,
+    mut owned: ResMut<ColliderEntities>,
+) {
+    let c = &mut *colliders;
+    let owned = &mut *owned;
+    c.set.finish_frame();
+    c.skipped.clear();
+    owned.seen.clear();
+    let jump = config.collider_teleport_distance;
+    for (entity, transform, collider) in &entities {
+        owned.seen.push(entity);
+        let Some(pose) = pose_of(transform) else {
+            c.skipped
+                .push((entity, "non-finite GlobalTransform".to_string()));
+            continue;
+        };
+        let world = pose.mul(&collider.offset);
+        let result = match owned.ids.get(&entity) {
+            Some(&id) => c.set.set_shape(id, collider.shape).and_then(|_| {
+                let far = c
+                    .set
+                    .pose(id)
+                    .is_some_and(|p| p.translation.distance(world.translation) > jump);
+                if far {
+                    c.set.teleport(id, world)
+                } else {
+                    c.set.set_pose(id, world)
+                }
+            }),
+            None => c.set.add(collider.shape, world).map(|id| {
+                owned.ids.insert(entity, id);
+            }),
+        };
+        if let Err(e) = result {
+            c.skipped.push((entity, e.to_string()));
+        }
+    }
+    owned.seen.sort_unstable();
+    let seen = &owned.seen;
+    owned.ids.retain(|e, id| {
+        let keep = seen.binary_search(e).is_ok();
+        if !keep {
+            let _ = c.set.remove(*id);
+        }
+        keep
+    });
+}
+
+/// S1: pinned vertices follow their bones. A bone that is despawned or has a non-finite
+/// `GlobalTransform` holds its pins at its last good pose, with a warning logged once and the
+/// bone listed in [`ClothBones::lost`] until it comes back.
+pub fn drive_pins(
+    mut cloths: Query<(Entity, &mut ClothSim, &mut ClothBones)>,
+    bones: Query<&GlobalTransform>,
+) {
+    for (entity, mut sim, mut pins) in &mut cloths {
+        let pins = &mut *pins;
+        if pins.bones.is_empty() {
+            continue;
+        }
+        for (k, &bone) in pins.bones.iter().enumerate() {
+            match bones.get(bone).ok().and_then(pose_of) {
+                Some(p) => {
+                    pins.last_poses[k] = p;
+                    pins.lost.retain(|&b| b != bone);
+                }
+                None if !pins.lost.contains(&bone) => {
+                    tracing::warn!(
+                        "isocloth: bone {bone:?} of the cloth on {entity:?} is gone or not \
+                         finite; its pins hold their last pose"
+                    );
+                    pins.lost.push(bone);
+                }
+                None => {}
+            }
+        }
+        pins.last_error = pins
+            .attachments
+            .apply(&mut sim.cloth, &pins.last_poses)
+            .err();
+    }
+}
+
+/// S3: each built cloth's render positions and normals into its `Mesh` asset, in the entity's
+/// local frame, in place (no allocation once the asset holds the render mesh).
+pub fn write_meshes(
+    cloths: Query<(&ClothSim, &Mesh3d, &GlobalTransform), With<ClothBones>>,
+    mut meshes: ResMut<Assets<Mesh>>,
+    mut scratch: Local<(Vec<Vec3>, Vec<Vec3>)>,
+) {
+    let (positions, normals) = &mut *scratch;
+    for (sim, handle, transform) in &cloths {
+        let Some(mut mesh) = meshes.get_mut(&handle.0) else {
+            continue;
+        };
+        sim.cloth.write_render_positions(positions);
+        sim.cloth.write_render_normals(normals);
+        to_local(transform, positions, normals);
+        for (attribute, values) in [
+            (Mesh::ATTRIBUTE_POSITION, &*positions),
+            (Mesh::ATTRIBUTE_NORMAL, &*normals),
+        ] {
+            if let Ok(Some(VertexAttributeValues::Float32x3(out))) =
+                mesh.try_attribute_mut_option(attribute)
+                && out.len() == values.len()
+            {
+                for (o, v) in out.iter_mut().zip(values) {
+                    *o = v.to_array();
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,315 @@
+//! The plugin headless on a bare `App` with the sub-crates' share of Bevy's `MinimalPlugins`
+//! (task pools, time) plus transforms, assets and meshes, stepped by hand at 60 Hz.
+
+use std::time::Duration;
+
+use bevy_app::prelude::*;
+use bevy_asset::RenderAssetUsages;
+use bevy_asset::prelude::*;
+use bevy_ecs::prelude::*;
+use bevy_mesh::{Indices, Mesh, Mesh3d, PrimitiveTopology, VertexAttributeValues};
+use bevy_time::TimeUpdateStrategy;
+use bevy_transform::prelude::*;
+use glam::{Quat, Vec3};
+use isocloth::ecs::ClothColliders;
+use isocloth::{ColliderShape, Material};
+use isocloth_bevy::{
+    ClothBones, ClothBuildError, ClothCollider, ClothPin, ClothSim, ClothSystems, IsoclothPlugin,
+    SimulatedCloth,
+};
+
+/// An app that advances exactly one 1/60 s fixed tick per `update`.
+fn app() -> App {
+    let mut app = App::new();
+    app.add_plugins((
+        bevy_app::TaskPoolPlugin::default(),
+        bevy_time::TimePlugin,
+        bevy_transform::TransformPlugin,
+        bevy_asset::AssetPlugin::default(),
+        bevy_mesh::MeshPlugin,
+        IsoclothPlugin::default(),
+    ))
+    .insert_resource(TimeUpdateStrategy::ManualDuration(Duration::from_secs_f64(
+        1.0 / 60.0,
+    )))
+    .init_resource::<Ticks>()
+    .add_systems(
+        FixedUpdate,
+        (|mut t: ResMut<Ticks>| t.0 += 1).after(ClothSystems::S3WriteMeshes),
+    );
+    app
+}
+
+/// Fixed ticks run so far.
+#[derive(Resource, Default)]
+struct Ticks(u32);
+
+fn ticks(app: &App) -> u32 {
+    app.world().resource::<Ticks>().0
+}
+
+/// A horizontal `size` x `size` grid mesh of `cells` x `cells` quads at height `y`, centred on
+/// the origin (vertex `j * (cells + 1) + i` at column `i`, row `j`), with UVs.
+fn grid(size: f32, cells: u32, y: f32) -> Mesh {
+    let n = cells + 1;
+    let mut positions = Vec::new();
+    let mut uvs = Vec::new();
+    for j in 0..n {
+        for i in 0..n {
+            let (u, v) = (i as f32 / cells as f32, j as f32 / cells as f32);
+            positions.push([(u - 0.5) * size, y, (v - 0.5) * size]);
+            uvs.push([u, v]);
+        }
+    }
+    let mut indices = Vec::new();
+    for j in 0..cells {
+        for i in 0..cells {
+            let a = j * n + i;
+            indices.extend([a, a + n, a + 1, a + 1, a + n, a + n + 1]);
+        }
+    }
+    Mesh::new(
+        PrimitiveTopology::TriangleList,
+        RenderAssetUsages::default(),
+    )
+    .with_inserted_attribute(Mesh::ATTRIBUTE_POSITION, positions)
+    .with_inserted_attribute(Mesh::ATTRIBUTE_UV_0, uvs)
+    .with_inserted_indices(Indices::U32(indices))
+}
+
+fn spawn_cloth(app: &mut App, mesh: Mesh, pins: Vec<ClothPin>) -> Entity {
+    let handle = app.world_mut().resource_mut::<Assets<Mesh>>().add(mesh);
+    app.world_mut()
+        .spawn((
+            Mesh3d(handle),
+            Transform::default(),
+            SimulatedCloth {
+                material: Material::default(),
+                pins,
+            },
+        ))
+        .id()
+}
+
+fn positions(app: &App, cloth: Entity) -> Vec<Vec3> {
+    let handle = &app.world().get::<Mesh3d>(cloth).unwrap().0;
+    let mesh = app.world().resource::<Assets<Mesh>>().get(handle).unwrap();
+    match mesh.attribute(Mesh::ATTRIBUTE_POSITION) {
+        Some(VertexAttributeValues::Float32x3(p)) => p.iter().map(|&p| Vec3::from(p)).collect(),
+        _ => panic!("no positions"),
+    }
+}
+
+/// Runs updates until the first fixed tick has run (Bevy's first update advances no time).
+fn build(app: &mut App) {
+    while ticks(app) == 0 {
+        app.update();
+    }
+}
+
+fn mean_y(p: &[Vec3]) -> f32 {
+    p.iter().map(|p| p.y).sum::<f32>() / p.len() as f32
+}
+
+/// A free 1 m sheet falls: the mesh asset holds the render mesh (a red node per edge: 4 x 4
+/// cells give 25 + 56 = 81 vertices, with normals and UVs), and after 30 ticks (0.5 s, the
+/// first on the tick that built it) its mean height has dropped by 1.23 m to within 5 % (free
+/// fall, `g t^2 / 2`; air drag is small).
+#[test]
+fn the_mesh_asset_falls_with_the_cloth() {
+    let mut app = app();
+    let cloth = spawn_cloth(&mut app, grid(1.0, 4, 2.0), vec![]);
+    build(&mut app);
+    let built = app.world().get::<ClothSim>(cloth).is_some();
+    assert!(built, "{:?}", app.world().get::<ClothBuildError>(cloth));
+    let start = positions(&app, cloth);
+    assert_eq!(start.len(), 81);
+    while ticks(&app) < 30 {
+        app.update();
+    }
+    let end = positions(&app, cloth);
+    // The sheet started at 2 m and was stepped once on the tick that built it.
+    let drop = 2.0 - mean_y(&end);
+    let free_fall = 0.5 * 9.81 * 0.5f32.powi(2);
+    assert!(
+        (drop - free_fall).abs() < 0.05 * free_fall,
+        "dropped {drop} m, free fall {free_fall} m"
+    );
+    let handle = &app.world().get::<Mesh3d>(cloth).unwrap().0;
+    let mesh = app.world().resource::<Assets<Mesh>>().get(handle).unwrap();
+    assert!(mesh.attribute(Mesh::ATTRIBUTE_NORMAL).is_some());
+    assert!(mesh.attribute(Mesh::ATTRIBUTE_UV_0).is_some());
+}
+
+fn spawn_bone(app: &mut App, at: Vec3) -> Entity {
+    app.world_mut().spawn(Transform::from_translation(at)).id()
+}
+
+fn global(app: &App, e: Entity) -> GlobalTransform {
+    *app.world().get::<GlobalTransform>(e).unwrap()
+}
+
+/// The row of a 4 x 4 sheet pinned to a bone entity follows the bone exactly while the bone
+/// swings and turns: after every tick each pinned vertex of the mesh asset is where the
+/// bone's `GlobalTransform` (as propagated before the tick) carries its bind-time offset, to
+/// 1e-5 m (`f32` rounding at 2 m).
+#[test]
+fn a_pinned_vertex_follows_its_bone_entity_exactly() {
+    let mut app = app();
+    let bone = spawn_bone(&mut app, Vec3::new(0.0, 2.0, -0.5));
+    let pins = (0..5).map(|vertex| ClothPin { vertex, bone }).collect();
+    let cloth = spawn_cloth(&mut app, grid(1.0, 4, 2.0), pins);
+    build(&mut app);
+    assert!(app.world().get::<ClothBones>(cloth).is_some());
+    let bind = global(&app, bone);
+    let offsets: Vec<Vec3> = grid_row(1.0, 4, 2.0)
+        .iter()
+        .map(|&p| bind.affine().inverse().transform_point3(p))
+        .collect();
+    for k in 1..=60 {
+        let t = k as f32 / 60.0;
+        let seen = global(&app, bone);
+        app.world_mut()
+            .get_mut::<Transform>(bone)
+            .unwrap()
+            .clone_from(
+                &Transform::from_xyz(0.3 * (3.0 * t).sin(), 2.0 + 0.1 * t, -0.5)
+                    .with_rotation(Quat::from_rotation_y(1.5 * t)),
+            );
+        app.update();
+        let p = positions(&app, cloth);
+        for (v, offset) in offsets.iter().enumerate() {
+            let want = seen.transform_point(*offset);
+            assert!(
+                p[v].distance(want) < 1e-5,
+                "tick {k}, vertex {v}: {} from its bone's pose",
+                p[v].distance(want)
+            );
+        }
+    }
+}
+
+/// The source positions of row 0 of [`grid`].
+fn grid_row(size: f32, cells: u32, y: f32) -> Vec<Vec3> {
+    (0..=cells)
+        .map(|i| Vec3::new((i as f32 / cells as f32 - 0.5) * size, y, -0.5 * size))
+        .collect()
+}
+
+/// A collider entity stops a falling sheet: a 1 m sheet dropped from 1 m onto a sphere of
+/// radius 0.3 m centred at 0.5 m rests on it after 1 s, its middle vertex within 2 cm above
+/// the sphere's top (the contact thickness is 5 mm), and no vertex is inside the sphere by more
+/// than 1 mm. (Falling freely it would be 3.9 m lower.)
+#[test]
+fn a_collider_entity_pushes_the_cloth() {
+    let mut app = app();
+    let centre = Vec3::new(0.0, 0.5, 0.0);
+    app.world_mut().spawn((
+        Transform::from_translation(centre),
+        ClothCollider::new(ColliderShape::Sphere { radius: 0.3 }),
+    ));
+    let cloth = spawn_cloth(&mut app, grid(1.0, 8, 1.0), vec![]);
+    build(&mut app);
+    while ticks(&app) < 60 {
+        app.update();
+    }
+    let p = positions(&app, cloth);
+    let middle = p[4 * 9 + 4];
+    assert!(
+        middle.y > 0.8 && middle.y < 0.82,
+        "middle vertex at {}",
+        middle.y
+    );
+    let deepest = p
+        .iter()
+        .map(|q| 0.3 - q.distance(centre))
+        .fold(f32::MIN, f32::max);
+    assert!(deepest < 1e-3, "a vertex {deepest} m inside the sphere");
+}
+
+/// A despawned bone entity that carried a collider and held pins: its collider leaves the set
+/// (no live collider remains), the pins report it lost (and log a warning) and hold the pose
+/// the bone last had, to 1e-5 m over 30 more ticks, with no error from the attachments.
+#[test]
+fn a_despawned_bone_drops_its_collider_and_its_pins_hold_their_last_pose() {
+    let mut app = app();
+    let bone = spawn_bone(&mut app, Vec3::new(0.0, 2.0, -0.5));
+    app.world_mut()
+        .entity_mut(bone)
+        .insert(ClothCollider::new(ColliderShape::Sphere { radius: 0.05 }));
+    let pins = (0..5).map(|vertex| ClothPin { vertex, bone }).collect();
+    let cloth = spawn_cloth(&mut app, grid(1.0, 4, 2.0), pins);
+    build(&mut app);
+    for k in 1..=20 {
+        let x = 0.01 * k as f32;
+        app.world_mut()
+            .get_mut::<Transform>(bone)
+            .unwrap()
+            .translation
+            .x = x;
+        app.update();
+    }
+    let live = |app: &App| {
+        let set = &app.world().resource::<ClothColliders>().set;
+        (0..set.len()).filter(|&id| set.shape(id).is_some()).count()
+    };
+    assert_eq!(live(&app), 1);
+    app.update(); // the tick sees the last move
+    let held: Vec<Vec3> = positions(&app, cloth)[..5].to_vec();
+    app.world_mut().despawn(bone);
+    for _ in 0..30 {
+        app.update();
+    }
+    assert_eq!(live(&app), 0);
+    let bones = app.world().get::<ClothBones>(cloth).unwrap();
+    assert_eq!(bones.lost, vec![bone]);
+    assert!(bones.last_error.is_none(), "{:?}", bones.last_error);
+    let now = positions(&app, cloth);
+    for v in 0..5 {
+        assert!(now[v].distance(held[v]) < 1e-5, "vertex {v} moved");
+    }
+    // The rest of the sheet still hangs and moves.
+    assert!(mean_y(&now) < 1.9);
+}
+
+/// Bad cloth data ends in a typed error on the entity, never a panic: a pin on a vertex the
+/// mesh lacks, a pin on an entity with no transform, a mesh without indices.
+#[test]
+fn bad_cloths_get_a_build_error() {
+    let mut app = app();
+    let nowhere = app.world_mut().spawn_empty().id();
+    let bone = spawn_bone(&mut app, Vec3::ZERO);
+    let far = spawn_cloth(
+        &mut app,
+        grid(1.0, 2, 1.0),
+        vec![ClothPin { vertex: 99, bone }],
+    );
+    let lost = spawn_cloth(
+        &mut app,
+        grid(1.0, 2, 1.0),
+        vec![ClothPin {
+            vertex: 0,
+            bone: nowhere,
+        }],
+    );
+    let mut bare = grid(1.0, 2, 1.0);
+    bare.remove_indices();
+    let bare = spawn_cloth(&mut app, bare, vec![]);
+    build(&mut app);
+    let error = |e: Entity| {
+        app.world()
+            .get::<ClothBuildError>(e)
+            .map(|e| e.0.to_string())
+            .unwrap_or_default()
+    };
+    assert!(error(far).contains("vertex 99"), "{}", error(far));
+    assert!(
+        error(lost).contains("no usable GlobalTransform"),
+        "{}",
+        error(lost)
+    );
+    assert!(error(bare).contains("no indices"), "{}", error(bare));
+    for e in [far, lost, bare] {
+        assert!(app.world().get::<ClothSim>(e).is_none());
+    }
+}
