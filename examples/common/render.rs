@@ -104,6 +104,22 @@ pub fn render(
     width: u32,
     height: u32,
 ) -> Pixmap {
+    render_with_skin(cam, positions, indices, None, bodies, style, width, height)
+}
+
+/// [`render`] with a skinned body mesh (positions and triangle indices), drawn in grey and
+/// depth-sorted with the cloth.
+#[allow(clippy::too_many_arguments, dead_code)]
+pub fn render_with_skin(
+    cam: &Camera,
+    positions: &[Vec3],
+    indices: &[u32],
+    skin: Option<(&[Vec3], &[u32])>,
+    bodies: &[(ColliderShape, Pose)],
+    style: &Style,
+    width: u32,
+    height: u32,
+) -> Pixmap {
     let mut pixmap = Pixmap::new(width, height).expect("nonzero size");
     pixmap.fill(Color::from_rgba8(236, 240, 245, 255));
     let mut shapes: Vec<(f64, Shape)> = Vec::new();
@@ -189,6 +205,24 @@ pub fn render(
             (p.2 + q.2 + r.2) / 3.0,
             Shape::Triangle([(p.0, p.1), (q.0, q.1), (r.0, r.1)], color),
         ));
+    }
+    if let Some((skin_positions, skin_indices)) = skin {
+        for t in skin_indices.chunks_exact(3) {
+            let [a, b, c] = [t[0], t[1], t[2]].map(|i| skin_positions[i as usize].as_dvec3());
+            let n = (b - a).cross(c - a).normalize_or(DVec3::Y);
+            let (Some(p), Some(q), Some(r)) = (cam.project(a), cam.project(b), cam.project(c))
+            else {
+                continue;
+            };
+            let g = (120.0 + 110.0 * n.dot(light).abs()) as u8;
+            shapes.push((
+                (p.2 + q.2 + r.2) / 3.0,
+                Shape::Triangle(
+                    [(p.0, p.1), (q.0, q.1), (r.0, r.1)],
+                    Color::from_rgba8(g, g, (g as f32 * 1.05).min(255.0) as u8, 255),
+                ),
+            ));
+        }
     }
     shapes.sort_by(|a, b| b.0.total_cmp(&a.0));
     let mut paint = Paint {

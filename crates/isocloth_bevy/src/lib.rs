@@ -25,7 +25,7 @@
 //! use bevy_asset::RenderAssetUsages;
 //! use bevy_transform::prelude::*;
 //! use isocloth::{ColliderShape, Material};
-//! use isocloth_bevy::{ClothCollider, ClothPin, IsoclothPlugin, SimulatedCloth};
+//! use isocloth_bevy::{ClothCollider, ClothPin, HeadlessPlugins, IsoclothPlugin, SimulatedCloth};
 //!
 //! fn setup(mut commands: Commands, mut meshes: ResMut<Assets<Mesh>>) {
 //!     // A 1 m banner, 2 x 2 quads, in the XY plane; its top row hangs from a pole entity.
@@ -42,7 +42,7 @@
 //!         Transform::default(),
 //!         SimulatedCloth {
 //!             material: Material::default(),
-//!             pins: (0..3).map(|vertex| ClothPin { vertex, bone: pole }).collect(),
+//!             pins: (0..3).map(|vertex| ClothPin::new(vertex, pole)).collect(),
 //!         },
 //!     ));
 //!     // A ball that pushes the banner.
@@ -53,21 +53,20 @@
 //! }
 //!
 //! let mut app = App::new();
-//! app.add_plugins((
-//!     bevy_app::TaskPoolPlugin::default(),
-//!     bevy_time::TimePlugin,
-//!     bevy_transform::TransformPlugin,
-//!     bevy_asset::AssetPlugin::default(),
-//!     bevy_mesh::MeshPlugin,
-//!     IsoclothPlugin::default(),
-//! ))
-//! .add_systems(Startup, setup);
+//! // A game adds DefaultPlugins instead of HeadlessPlugins.
+//! app.add_plugins((HeadlessPlugins, IsoclothPlugin::default()))
+//!     .add_systems(Startup, setup);
 //! app.update(); // in a game, `App::run` with the DefaultPlugins
 //! ```
 
+#![warn(missing_docs)]
+#![deny(unsafe_code)]
+
+pub mod character;
+
 use std::collections::HashMap;
 
-use bevy_app::{App, FixedUpdate, Plugin};
+use bevy_app::{App, FixedUpdate, Plugin, PluginGroup, PluginGroupBuilder};
 use bevy_asset::Assets;
 use bevy_ecs::prelude::*;
 use bevy_mesh::{Indices, Mesh, Mesh3d, PrimitiveTopology, VertexAttributeValues};
@@ -130,14 +129,44 @@ impl Plugin for IsoclothPlugin {
     }
 }
 
+/// What a headless app (a server, a test, a tool) needs under [`IsoclothPlugin`] from the
+/// sub-crates: task pools and time (the sub-crates' share of Bevy's `MinimalPlugins`),
+/// transforms, assets and meshes. A game with `DefaultPlugins` already has these.
+pub struct HeadlessPlugins;
+
+impl PluginGroup for HeadlessPlugins {
+    fn build(self) -> PluginGroupBuilder {
+        PluginGroupBuilder::start::<Self>()
+            .add(bevy_app::TaskPoolPlugin::default())
+            .add(bevy_time::TimePlugin)
+            .add(bevy_transform::TransformPlugin)
+            .add(bevy_asset::AssetPlugin::default())
+            .add(bevy_mesh::MeshPlugin)
+    }
+}
+
 /// A vertex of the cloth's source mesh held by a bone entity: it follows the bone's
-/// `GlobalTransform` rigidly from where it was when the cloth was built.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// `GlobalTransform` rigidly from where it was when the cloth was built. Several pins on one
+/// vertex blend their bones by weight (linear blend skinning; the weights are normalised).
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ClothPin {
     /// Index of the vertex in the source mesh's position attribute.
     pub vertex: u32,
     /// The bone entity (any entity with a `GlobalTransform`).
     pub bone: Entity,
+    /// The bone's share of the vertex (> 0; 1 for a vertex on one bone).
+    pub weight: f32,
+}
+
+impl ClothPin {
+    /// `vertex` held by `bone` alone.
+    pub fn new(vertex: u32, bone: Entity) -> Self {
+        Self {
+            vertex,
+            bone,
+            weight: 1.0,
+        }
+    }
 }
 
 /// Makes the `Mesh3d` of this entity a simulated cloth.
@@ -185,6 +214,14 @@ pub enum BevyClothError {
         vertex: u32,
         /// Vertex count.
         count: usize,
+    },
+    /// A pin's weight is not finite and positive.
+    #[error("pin of vertex {vertex} has weight {weight} (must be finite and positive)")]
+    BadWeight {
+        /// The vertex.
+        vertex: u32,
+        /// The weight.
+        weight: f32,
     },
     /// A bone entity has no `GlobalTransform` (or a non-finite one) when the cloth is built.
     #[error("bone entity {0:?} has no usable GlobalTransform")]
@@ -329,12 +366,18 @@ fn build(
 
     // Bones in order of first mention; each pinned vertex rigidly on its bone.
     let mut bone_list: Vec<Entity> = Vec::new();
-    let mut vertex_bone: HashMap<u32, u32> = HashMap::new();
+    let mut vertex_bones: HashMap<u32, Vec<Influence>> = HashMap::new();
     for pin in &spec.pins {
         if pin.vertex as usize >= vertex_count {
             return Err(BevyClothError::NoSuchVertex {
                 vertex: pin.vertex,
                 count: vertex_count,
+            });
+        }
+        if !(pin.weight.is_finite() && pin.weight > 0.0) {
+            return Err(BevyClothError::BadWeight {
+                vertex: pin.vertex,
+                weight: pin.weight,
             });
         }
         let b = match bone_list.iter().position(|&e| e == pin.bone) {
@@ -344,7 +387,10 @@ fn build(
                 bone_list.len() - 1
             }
         } as u32;
-        vertex_bone.insert(pin.vertex, b);
+        vertex_bones.entry(pin.vertex).or_default().push(Influence {
+            bone: b,
+            weight: f64::from(pin.weight),
+        });
     }
     let bind_poses = bone_list
         .iter()
@@ -356,7 +402,7 @@ fn build(
                 .ok_or(BevyClothError::BadBone(e))
         })
         .collect::<Result<Vec<Pose>, _>>()?;
-    let mut pinned_vertices: Vec<u32> = vertex_bone.keys().copied().collect();
+    let mut pinned_vertices: Vec<u32> = vertex_bones.keys().copied().collect();
     pinned_vertices.sort_unstable();
     let nodes = cloth_mesh.nodes_for_vertices(&pinned_vertices, true);
     let base_count = cloth_mesh.base_vertex_count() as u32;
@@ -368,12 +414,19 @@ fn build(
             } else {
                 cloth_mesh.edges()[(n - base_count) as usize].to_vec()
             };
+            // A red node blends its edge's two ends equally.
             let mut inf: Vec<Influence> = Vec::new();
             for v in ends {
-                let bone = vertex_bone[&v];
-                match inf.iter_mut().find(|i| i.bone == bone) {
-                    Some(i) => i.weight += 1.0,
-                    None => inf.push(Influence { bone, weight: 1.0 }),
+                let own = &vertex_bones[&v];
+                let total: f64 = own.iter().map(|i| i.weight).sum();
+                for o in own {
+                    match inf.iter_mut().find(|i| i.bone == o.bone) {
+                        Some(i) => i.weight += o.weight / total,
+                        None => inf.push(Influence {
+                            bone: o.bone,
+                            weight: o.weight / total,
+                        }),
+                    }
                 }
             }
             (n, inf)

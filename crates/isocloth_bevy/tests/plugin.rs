@@ -14,29 +14,22 @@ use glam::{Quat, Vec3};
 use isocloth::ecs::ClothColliders;
 use isocloth::{ColliderShape, Material};
 use isocloth_bevy::{
-    ClothBones, ClothBuildError, ClothCollider, ClothPin, ClothSim, ClothSystems, IsoclothPlugin,
-    SimulatedCloth,
+    ClothBones, ClothBuildError, ClothCollider, ClothPin, ClothSim, ClothSystems, HeadlessPlugins,
+    IsoclothPlugin, SimulatedCloth,
 };
 
 /// An app that advances exactly one 1/60 s fixed tick per `update`.
 fn app() -> App {
     let mut app = App::new();
-    app.add_plugins((
-        bevy_app::TaskPoolPlugin::default(),
-        bevy_time::TimePlugin,
-        bevy_transform::TransformPlugin,
-        bevy_asset::AssetPlugin::default(),
-        bevy_mesh::MeshPlugin,
-        IsoclothPlugin::default(),
-    ))
-    .insert_resource(TimeUpdateStrategy::ManualDuration(Duration::from_secs_f64(
-        1.0 / 60.0,
-    )))
-    .init_resource::<Ticks>()
-    .add_systems(
-        FixedUpdate,
-        (|mut t: ResMut<Ticks>| t.0 += 1).after(ClothSystems::S3WriteMeshes),
-    );
+    app.add_plugins((HeadlessPlugins, IsoclothPlugin::default()))
+        .insert_resource(TimeUpdateStrategy::ManualDuration(Duration::from_secs_f64(
+            1.0 / 60.0,
+        )))
+        .init_resource::<Ticks>()
+        .add_systems(
+            FixedUpdate,
+            (|mut t: ResMut<Ticks>| t.0 += 1).after(ClothSystems::S3WriteMeshes),
+        );
     app
 }
 
@@ -157,7 +150,7 @@ fn global(app: &App, e: Entity) -> GlobalTransform {
 fn a_pinned_vertex_follows_its_bone_entity_exactly() {
     let mut app = app();
     let bone = spawn_bone(&mut app, Vec3::new(0.0, 2.0, -0.5));
-    let pins = (0..5).map(|vertex| ClothPin { vertex, bone }).collect();
+    let pins = (0..5).map(|vertex| ClothPin::new(vertex, bone)).collect();
     let cloth = spawn_cloth(&mut app, grid(1.0, 4, 2.0), pins);
     build(&mut app);
     assert!(app.world().get::<ClothBones>(cloth).is_some());
@@ -227,19 +220,26 @@ fn a_collider_entity_pushes_the_cloth() {
     assert!(deepest < 1e-3, "a vertex {deepest} m inside the sphere");
 }
 
-/// A despawned bone entity that carried a collider and held pins: its collider leaves the set
-/// (no live collider remains), the pins report it lost (and log a warning) and hold the pose
-/// the bone last had, to 1e-5 m over 30 more ticks, with no error from the attachments.
-#[test]
-fn a_despawned_bone_drops_its_collider_and_its_pins_hold_their_last_pose() {
+/// A 4 x 4 sheet at 2 m whose first row hangs from a bone entity that also carries a small
+/// sphere collider; built.
+fn sheet_on_a_colliding_bone() -> (App, Entity, Entity) {
     let mut app = app();
     let bone = spawn_bone(&mut app, Vec3::new(0.0, 2.0, -0.5));
     app.world_mut()
         .entity_mut(bone)
         .insert(ClothCollider::new(ColliderShape::Sphere { radius: 0.05 }));
-    let pins = (0..5).map(|vertex| ClothPin { vertex, bone }).collect();
+    let pins = (0..5).map(|vertex| ClothPin::new(vertex, bone)).collect();
     let cloth = spawn_cloth(&mut app, grid(1.0, 4, 2.0), pins);
     build(&mut app);
+    (app, bone, cloth)
+}
+
+/// A despawned bone entity that carried a collider and held pins: its collider leaves the set
+/// (no live collider remains), the pins report it lost (and log a warning) and hold the pose
+/// the bone last had, to 1e-5 m over 30 more ticks, with no error from the attachments.
+#[test]
+fn a_despawned_bone_drops_its_collider_and_its_pins_hold_their_last_pose() {
+    let (mut app, bone, cloth) = sheet_on_a_colliding_bone();
     for k in 1..=20 {
         let x = 0.01 * k as f32;
         app.world_mut()
@@ -279,19 +279,8 @@ fn bad_cloths_get_a_build_error() {
     let mut app = app();
     let nowhere = app.world_mut().spawn_empty().id();
     let bone = spawn_bone(&mut app, Vec3::ZERO);
-    let far = spawn_cloth(
-        &mut app,
-        grid(1.0, 2, 1.0),
-        vec![ClothPin { vertex: 99, bone }],
-    );
-    let lost = spawn_cloth(
-        &mut app,
-        grid(1.0, 2, 1.0),
-        vec![ClothPin {
-            vertex: 0,
-            bone: nowhere,
-        }],
-    );
+    let far = spawn_cloth(&mut app, grid(1.0, 2, 1.0), vec![ClothPin::new(99, bone)]);
+    let lost = spawn_cloth(&mut app, grid(1.0, 2, 1.0), vec![ClothPin::new(0, nowhere)]);
     let mut bare = grid(1.0, 2, 1.0);
     bare.remove_indices();
     let bare = spawn_cloth(&mut app, bare, vec![]);
@@ -312,4 +301,51 @@ fn bad_cloths_get_a_build_error() {
     for e in [far, lost, bare] {
         assert!(app.world().get::<ClothSim>(e).is_none());
     }
+}
+
+/// A bone whose transform turns NaN is treated like a lost one (pins hold its last pose, no
+/// panic) and is found again when its transform is finite again; a collider entity with a NaN
+/// transform is skipped with a reason and keeps its last pose.
+#[test]
+fn a_nan_bone_transform_holds_the_pins_until_it_recovers() {
+    let (mut app, bone, cloth) = sheet_on_a_colliding_bone();
+    app.update();
+    let held: Vec<Vec3> = positions(&app, cloth)[..5].to_vec();
+    app.world_mut()
+        .get_mut::<Transform>(bone)
+        .unwrap()
+        .translation
+        .x = f32::NAN;
+    for _ in 0..5 {
+        app.update();
+    }
+    let bones = app.world().get::<ClothBones>(cloth).unwrap();
+    assert_eq!(bones.lost, vec![bone]);
+    assert!(!app.world().resource::<ClothColliders>().skipped.is_empty());
+    let now = positions(&app, cloth);
+    for v in 0..5 {
+        assert!(now[v].distance(held[v]) < 1e-5, "vertex {v} moved");
+    }
+    app.world_mut()
+        .get_mut::<Transform>(bone)
+        .unwrap()
+        .translation
+        .x = 0.1;
+    for _ in 0..3 {
+        app.update();
+    }
+    assert!(
+        app.world()
+            .get::<ClothBones>(cloth)
+            .unwrap()
+            .lost
+            .is_empty()
+    );
+    let back = positions(&app, cloth);
+    assert!(
+        (back[0].x - (held[0].x + 0.1)).abs() < 1e-5,
+        "{} {}",
+        back[0].x,
+        held[0].x
+    );
 }

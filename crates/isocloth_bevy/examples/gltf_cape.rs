@@ -1,0 +1,444 @@
+//! A skinned glTF character walks with a cape, through the Bevy plugin.
+//!
+//! ```sh
+//! cargo run --release --example gltf_cape -- assets/CesiumMan.glb [--clip NAME]
+//!     [--preset mobile|console|desktop] [--seconds S]
+//! ```
+//!
+//! The character's clip plays at 60 Hz on one bone entity per skin joint (their
+//! `GlobalTransform`s set from the clip each fixed tick, before the cloth systems). Collision
+//! capsules are fitted to the joints from the skin weights
+//! ([`Character::fit_capsules`](isocloth_bevy::character::Character::fit_capsules)); a cape
+//! sized by the shoulders hangs from the upper spine, both found from the skeleton's shape
+//! ([`Character::cape_joints`](isocloth_bevy::character::Character::cape_joints)); the ground is
+//! a plane. Writes a contact sheet of skinned body and cape (`target/isocloth/gltf_cape.png`)
+//! and an animated PNG of the run (`target/isocloth/gltf_cape.apng`, 10 frames a second),
+//! prints a table, then one JSON line: `max_strain`, `mean_strain`, `max_penetration_m`,
+//! `nodes_inside_body`, `step_ms_median`.
+
+#[path = "../../../examples/common/render.rs"]
+#[allow(dead_code)]
+mod render;
+
+use std::time::{Duration, Instant};
+
+use bevy_app::prelude::*;
+use bevy_asset::RenderAssetUsages;
+use bevy_asset::prelude::*;
+use bevy_ecs::prelude::*;
+use bevy_mesh::{Indices, Mesh, Mesh3d, PrimitiveTopology};
+use bevy_time::TimeUpdateStrategy;
+use bevy_transform::prelude::*;
+use glam::{DVec3, Mat4, Vec3};
+use isocloth::ecs::{BudgetPreset, ClothColliders, ClothConfig};
+use isocloth::{ColliderShape, Material, Pose};
+use isocloth_bevy::character::{Character, pose_of_matrix};
+use isocloth_bevy::{
+    ClothCollider, ClothPin, ClothSim, ClothSystems, HeadlessPlugins, IsoclothPlugin,
+    SimulatedCloth,
+};
+use render::{Camera, Grid, Style};
+use tiny_skia::Pixmap;
+
+const HZ: f64 = 60.0;
+/// Tiles in the contact sheet.
+const TILES: usize = 4;
+/// Picture size (contact-sheet tiles and animation frames).
+const W: u32 = 320;
+const H: u32 = 360;
+/// Animation frames per second.
+const APNG_FPS: usize = 10;
+
+/// The clip being played and the joint entities it drives.
+#[derive(Resource)]
+struct Animation {
+    character: Character,
+    clip: usize,
+    joints: Vec<Entity>,
+    tick: u64,
+    scratch: Vec<Mat4>,
+}
+
+/// Sets each joint entity's transforms from the clip at this tick's time (before the cloth
+/// systems, so the tick sees this tick's pose).
+fn animate(mut anim: ResMut<Animation>, mut joints: Query<(&mut Transform, &mut GlobalTransform)>) {
+    let anim = &mut *anim;
+    let t = anim.tick as f32 / HZ as f32;
+    anim.character
+        .joint_transforms(Some(anim.clip), t, &mut anim.scratch);
+    for (m, &e) in anim.scratch.iter().zip(&anim.joints) {
+        if let Ok((mut tr, mut gt)) = joints.get_mut(e) {
+            *tr = Transform::from_matrix(*m);
+            *gt = GlobalTransform::from(*m);
+        }
+    }
+    anim.tick += 1;
+}
+
+/// A `width` x `length` grid of `cols` x `rows` quads hanging from its top edge: vertex
+/// `r * (cols + 1) + c` at `top + (c / cols - 1/2) width side - r / rows length up`.
+fn cape_mesh(top: Vec3, side: Vec3, width: f32, length: f32, cols: u32, rows: u32) -> Mesh {
+    let mut positions = Vec::new();
+    for r in 0..=rows {
+        for c in 0..=cols {
+            let u = c as f32 / cols as f32 - 0.5;
+            let v = r as f32 / rows as f32;
+            positions.push((top + u * width * side - v * length * Vec3::Y).to_array());
+        }
+    }
+    let n = cols + 1;
+    let mut indices = Vec::new();
+    for r in 0..rows {
+        for c in 0..cols {
+            let a = r * n + c;
+            indices.extend([a, a + 1, a + n, a + 1, a + n + 1, a + n]);
+        }
+    }
+    Mesh::new(
+        PrimitiveTopology::TriangleList,
+        RenderAssetUsages::default(),
+    )
+    .with_inserted_attribute(Mesh::ATTRIBUTE_POSITION, positions)
+    .with_inserted_indices(Indices::U32(indices))
+}
+
+struct Args {
+    file: String,
+    clip: Option<String>,
+    preset: (String, BudgetPreset),
+    seconds: f64,
+}
+
+fn args() -> Result<Args, String> {
+    let mut file = None;
+    let mut clip = None;
+    let mut preset = ("console".to_string(), BudgetPreset::console());
+    let mut seconds = 10.0;
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--clip" => clip = Some(it.next().ok_or("--clip takes a clip name")?),
+            "--preset" => {
+                let name = it.next().unwrap_or_default();
+                let p = match name.as_str() {
+                    "mobile" => BudgetPreset::mobile(),
+                    "console" => BudgetPreset::console(),
+                    "desktop" => BudgetPreset::desktop(),
+                    _ => {
+                        return Err(format!(
+                            "--preset takes mobile, console or desktop, got {name:?}"
+                        ));
+                    }
+                };
+                preset = (name, p);
+            }
+            "--seconds" => {
+                seconds = it
+                    .next()
+                    .and_then(|s| s.parse::<f64>().ok())
+                    .filter(|s| s.is_finite() && *s > 0.0)
+                    .ok_or("--seconds takes a positive number")?;
+            }
+            other if other.starts_with("--") => {
+                return Err(format!(
+                    "unknown option {other:?} (FILE.glb [--clip NAME] [--preset NAME] [--seconds S])"
+                ));
+            }
+            other => file = Some(other.to_string()),
+        }
+    }
+    Ok(Args {
+        file: file
+            .ok_or("usage: gltf_cape FILE.glb [--clip NAME] [--preset NAME] [--seconds S]")?,
+        clip,
+        preset,
+        seconds,
+    })
+}
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
+    let args = args()?;
+    let bytes = std::fs::read(&args.file).map_err(|e| format!("{}: {e}", args.file))?;
+    let character = Character::from_glb(&bytes)?;
+    let clip = character.clip(args.clip.as_deref())?;
+    let cape_joints = character.cape_joints()?;
+    let capsules = character.fit_capsules(30, 0.9);
+
+    // The pose at t = 0 places the cape.
+    let mut pose0 = Vec::new();
+    character.joint_transforms(Some(clip), 0.0, &mut pose0);
+    let at = |j: usize| pose0[j].w_axis.truncate();
+    let forward = cape_joints.forward;
+    let side = Vec3::Y.cross(forward).normalize();
+    let [l, r] = cape_joints.shoulders.map(at);
+    let spine = at(cape_joints.spine);
+    let arm_radius = capsules
+        .iter()
+        .filter(|c| cape_joints.shoulders.contains(&c.joint))
+        .map(|c| match c.shape {
+            ColliderShape::Capsule { radius, .. } => radius as f32,
+            _ => 0.0,
+        })
+        .fold(0.04f32, f32::max);
+    let chest_radius = capsules
+        .iter()
+        .find(|c| c.joint == cape_joints.spine)
+        .map_or(0.1, |c| match c.shape {
+            ColliderShape::Capsule { radius, .. } => radius as f32,
+            _ => 0.1,
+        });
+    let mut skinned = Vec::new();
+    character.skin(&pose0, &mut skinned);
+    let height = skinned.iter().map(|p| p.y).fold(f32::MIN, f32::max)
+        - skinned.iter().map(|p| p.y).fold(f32::MAX, f32::min);
+    // Rule: as wide as the shoulders plus two upper-arm radii, 35 % of the character's height
+    // long (to about the hips, above the legs' swing), its top edge at shoulder height; hanging in a vertical plane 2 cm behind the
+    // rearmost point of the body it covers (the skinned vertices within its width, between its
+    // top and bottom, at t = 0).
+    let width = l.distance(r) + 2.0 * arm_radius;
+    let length = 0.35 * height;
+    let top_y = 0.5 * (l.y + r.y);
+    let behind = skinned
+        .iter()
+        .filter(|p| {
+            (**p - spine).dot(side).abs() < 0.5 * width && p.y <= top_y && p.y >= top_y - length
+        })
+        .map(|p| (spine - *p).dot(forward))
+        .fold(chest_radius, f32::max);
+    let top = Vec3::new(spine.x, top_y, spine.z) - (behind + 0.02) * forward;
+    let (cols, rows) = (10u32, 14u32);
+
+    let mut app = App::new();
+    let config = ClothConfig {
+        budget: args.preset.1.clone(),
+        timestep: 1.0 / HZ,
+        ..Default::default()
+    };
+    let thickness = config.contact.thickness;
+    app.insert_resource(config)
+        .add_plugins((HeadlessPlugins, IsoclothPlugin::default()))
+        .insert_resource(TimeUpdateStrategy::ManualDuration(Duration::from_secs_f64(
+            1.0 / HZ,
+        )));
+    let world = app.world_mut();
+    let joints: Vec<Entity> = pose0
+        .iter()
+        .map(|m| {
+            world
+                .spawn((Transform::from_matrix(*m), GlobalTransform::from(*m)))
+                .id()
+        })
+        .collect();
+    for c in &capsules {
+        world.entity_mut(joints[c.joint]).insert(ClothCollider {
+            shape: c.shape,
+            offset: c.offset,
+        });
+    }
+    world.spawn((
+        Transform::default(),
+        ClothCollider::new(ColliderShape::Plane),
+    ));
+    // The top row hangs from the upper spine. (Blending it toward the shoulder joints, which on
+    // a skeleton without collarbones are the upper arms, stretches the pinned edge by the arms'
+    // swing: 32 % max strain with a quarter of the weight at the corners.)
+    let pins: Vec<ClothPin> = (0..=cols)
+        .map(|c| ClothPin::new(c, joints[cape_joints.spine]))
+        .collect();
+    let handle = world
+        .resource_mut::<Assets<Mesh>>()
+        .add(cape_mesh(top, side, width, length, cols, rows));
+    let cape = world
+        .spawn((
+            Mesh3d(handle),
+            Transform::default(),
+            SimulatedCloth {
+                material: Material::default(),
+                pins,
+            },
+        ))
+        .id();
+    app.insert_resource(Animation {
+        character: character.clone(),
+        clip,
+        joints: joints.clone(),
+        tick: 0,
+        scratch: Vec::new(),
+    })
+    .add_systems(FixedUpdate, animate.before(ClothSystems::S1GatherPoses));
+
+    // Run: the first update advances no time; then one fixed tick per update.
+    app.update();
+    let frames = (args.seconds * HZ).round() as usize;
+    let snap_every = (HZ as usize / APNG_FPS).max(1);
+    let (mut max_strain, mut mean_strain, mut max_pen) = (0.0f64, 0.0f64, 0.0f64);
+    let mut inside_max = 0usize;
+    let mut times = Vec::with_capacity(frames);
+    let mut tiles = Vec::new();
+    let mut apng_frames: Vec<Vec<u8>> = Vec::new();
+    let mut joint_now = Vec::new();
+    let mut body = Vec::new();
+    for frame in 0..frames {
+        let t0 = Instant::now();
+        app.update();
+        times.push(t0.elapsed().as_secs_f64() * 1e3);
+        let world = app.world();
+        let Some(sim) = world.get::<ClothSim>(cape) else {
+            let err = world
+                .get::<isocloth_bevy::ClothBuildError>(cape)
+                .map(|e| e.0.to_string())
+                .unwrap_or_else(|| "not built".into());
+            return Err(format!("the cape was not built: {err}").into());
+        };
+        if let Some(e) = &sim.last_error {
+            return Err(format!("frame {frame}: {e}").into());
+        }
+        let m = sim.cloth.measures();
+        max_strain = max_strain.max(m.max_strain);
+        mean_strain = mean_strain.max(m.mean_strain);
+        let set = &world.resource::<ClothColliders>().set;
+        let x = sim.cloth.positions();
+        max_pen = max_pen.max(set.max_penetration(x, thickness));
+        let inside = x
+            .iter()
+            .filter(|p| {
+                (0..set.len()).any(|id| set.signed_distance(id, **p).is_some_and(|d| d < 0.0))
+            })
+            .count();
+        inside_max = inside_max.max(inside);
+
+        let tile = (frame + 1) % (frames / TILES).max(1) == 0;
+        if frame % snap_every == 0 || tile {
+            let anim = world.resource::<Animation>();
+            character.joint_transforms(
+                Some(clip),
+                (anim.tick - 1) as f32 / HZ as f32,
+                &mut joint_now,
+            );
+            character.skin(&joint_now, &mut body);
+            let centre = pose_of_matrix(&joint_now[cape_joints.spine]).translation;
+            let f = forward.as_dvec3();
+            let s = side.as_dvec3();
+            let cam = Camera::look_at(
+                centre + DVec3::new(0.0, 0.25, 0.0) - 2.4 * f + 1.3 * s,
+                centre - DVec3::new(0.0, 0.3, 0.0),
+                0.75,
+                W,
+                H,
+            );
+            let positions: Vec<Vec3> = x.iter().map(|p| p.as_vec3()).collect();
+            let style = Style {
+                ground: Some(Grid {
+                    center: centre,
+                    spacing: 0.25,
+                    lines: 8,
+                }),
+                body_outlines: false,
+                far_body_depth: false,
+            };
+            let no_bodies: [(ColliderShape, Pose); 0] = [];
+            let pix = render::render_with_skin(
+                &cam,
+                &positions,
+                &sim.cloth.render_indices(),
+                Some((&body, character.indices())),
+                &no_bodies,
+                &style,
+                W,
+                H,
+            );
+            if frame % snap_every == 0 {
+                apng_frames.push(pix.data().to_vec());
+            }
+            if tile && tiles.len() < TILES {
+                tiles.push(pix);
+            }
+        }
+    }
+
+    let out_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/isocloth");
+    std::fs::create_dir_all(&out_dir)?;
+    let out_dir = out_dir.canonicalize()?;
+    let sheet_path = out_dir.join("gltf_cape.png");
+    let mut sheet = Pixmap::new(W * TILES as u32, H).expect("nonzero size");
+    for (k, t) in tiles.iter().enumerate() {
+        sheet.draw_pixmap(
+            (k as u32 * W) as i32,
+            0,
+            t.as_ref(),
+            &tiny_skia::PixmapPaint::default(),
+            tiny_skia::Transform::identity(),
+            None,
+        );
+    }
+    sheet.save_png(&sheet_path)?;
+    let apng_path = out_dir.join("gltf_cape.apng");
+    write_apng(&apng_path, &apng_frames)?;
+
+    let mut sorted = times.clone();
+    sorted.sort_by(f64::total_cmp);
+    let median = sorted[sorted.len() / 2];
+    let sim = app.world().get::<ClothSim>(cape).expect("built");
+    println!(
+        "gltf_cape: {} ({} joints, clip {:?} {:.2} s), {} capsules fitted, cape {} nodes, preset {}",
+        args.file,
+        character.joint_names().len(),
+        character.clips()[clip].name,
+        character.clips()[clip].duration,
+        capsules.len(),
+        sim.cloth.positions().len(),
+        args.preset.0
+    );
+    println!("{:<22} {:>12}", "figure", "value");
+    println!("{:<22} {:>12}", "frames", frames);
+    println!("{:<22} {:>11.2}%", "max strain", 100.0 * max_strain);
+    println!("{:<22} {:>11.2}%", "mean strain", 100.0 * mean_strain);
+    println!("{:<22} {:>10.2}mm", "max penetration", 1e3 * max_pen);
+    println!("{:<22} {:>12}", "nodes inside a body", inside_max);
+    println!("{:<22} {:>10.3}ms", "tick median", median);
+    println!("contact sheet: {}", sheet_path.display());
+    println!("animation: {}", apng_path.display());
+    println!(
+        "{{\"file\":{:?},\"clip\":{:?},\"preset\":{:?},\"frames\":{},\"capsules\":{},\"cape_nodes\":{},\"max_strain\":{:.6},\"mean_strain\":{:.6},\"max_penetration_m\":{:.6},\"nodes_inside_body\":{},\"step_ms_median\":{:.4},\"contact_sheet\":{:?},\"animation\":{:?}}}",
+        args.file,
+        character.clips()[clip].name,
+        args.preset.0,
+        frames,
+        capsules.len(),
+        sim.cloth.positions().len(),
+        max_strain,
+        mean_strain,
+        max_pen,
+        inside_max,
+        median,
+        sheet_path.display().to_string(),
+        apng_path.display().to_string()
+    );
+    Ok(())
+}
+
+/// Writes `frames` (premultiplied RGBA, `W` x `H`) as an animated PNG at `APNG_FPS`, looping.
+fn write_apng(
+    path: &std::path::Path,
+    frames: &[Vec<u8>],
+) -> Result<(), Box<dyn std::error::Error>> {
+    let file = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let mut enc = png::Encoder::new(file, W, H);
+    enc.set_color(png::ColorType::Rgba);
+    enc.set_depth(png::BitDepth::Eight);
+    enc.set_animated(frames.len() as u32, 0)?;
+    enc.set_frame_delay(1, APNG_FPS as u16)?;
+    let mut writer = enc.write_header()?;
+    for f in frames {
+        writer.write_image_data(f)?;
+    }
+    writer.finish()?;
+    Ok(())
+}

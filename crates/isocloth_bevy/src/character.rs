@@ -1,0 +1,615 @@
+//! A skinned, animated character from a binary glTF (`.glb`, read with the `gltf` crate): its
+//! joints' world transforms at any time of a clip, linear blend skinning of its mesh, collision
+//! capsules fitted to its joints from the skin weights, and the joints a cape hangs from.
+//!
+//! Engine-free: plain `glam` data in, plain data out. The `gltf_cape` example drives bone
+//! entities of the Bevy plugin with it.
+
+use std::collections::HashMap;
+
+use glam::{Mat3, Mat4, Quat, Vec3, Vec4};
+use gltf::animation::Interpolation;
+use gltf::animation::util::ReadOutputs;
+use isocloth::{ColliderShape, Pose};
+use thiserror::Error;
+
+/// A `.glb` that cannot drive a cape.
+#[derive(Debug, Error)]
+pub enum CharacterError {
+    /// Not a readable glTF file.
+    #[error("not a readable glTF file: {0}")]
+    Gltf(#[from] gltf::Error),
+    /// The file has no binary chunk (a `.gltf` with outside buffers).
+    #[error("the file has no binary buffer (only .glb with embedded data is read)")]
+    NoBinary,
+    /// No mesh node with a skin.
+    #[error("the file has no skinned mesh (a node with both a mesh and a skin)")]
+    NoSkin,
+    /// The skinned mesh lacks an attribute the skinning needs.
+    #[error("the skinned mesh has no {0}")]
+    MissingAttribute(&'static str),
+    /// A clip asked for by name does not exist.
+    #[error("no animation clip named {name:?} (the file has {available:?})")]
+    NoSuchClip {
+        /// The name asked for.
+        name: String,
+        /// The clips' names (`#k` for unnamed ones).
+        available: Vec<String>,
+    },
+    /// The file has no animation at all.
+    #[error("the file has no animation clip")]
+    NoClips,
+    /// A node's rest transform, an inverse bind matrix, a vertex or a keyframe is NaN or
+    /// infinite.
+    #[error("non-finite data in {0}")]
+    NonFinite(String),
+    /// The skeleton has no joint with three children (the chest: neck and two arms), so the
+    /// cape's joints cannot be found.
+    #[error("no joint with three or more children (the upper spine) in the skeleton")]
+    NoUpperSpine,
+}
+
+/// Which transform part a channel animates.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Part {
+    Translation,
+    Rotation,
+    Scale,
+}
+
+/// One animated node part: keyframe times and values (`xyz` or a quaternion's `xyzw`).
+#[derive(Debug, Clone)]
+struct Channel {
+    node: usize,
+    part: Part,
+    step: bool,
+    times: Vec<f32>,
+    values: Vec<Vec4>,
+}
+
+/// An animation clip.
+#[derive(Debug, Clone)]
+pub struct Clip {
+    /// Its name in the file (`#k` if it has none).
+    pub name: String,
+    /// Its length in seconds (the last keyframe).
+    pub duration: f32,
+    channels: Vec<Channel>,
+}
+
+/// A node's rest transform and parent.
+#[derive(Debug, Clone)]
+struct Node {
+    parent: Option<usize>,
+    translation: Vec3,
+    rotation: Quat,
+    scale: Vec3,
+}
+
+/// A collision capsule fitted to a joint (see [`Character::fit_capsules`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct JointCapsule {
+    /// The joint (index into [`Character::joint_names`]).
+    pub joint: usize,
+    /// The capsule.
+    pub shape: ColliderShape,
+    /// Its pose in the joint's frame (the joint's world transform without scale).
+    pub offset: Pose,
+}
+
+/// The joints a cape hangs from (see [`Character::cape_joints`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CapeJoints {
+    /// The upper spine (chest).
+    pub spine: usize,
+    /// The two shoulders (the upper-arm joints).
+    pub shoulders: [usize; 2],
+    /// The character's facing direction in the rest pose (horizontal, unit).
+    pub forward: Vec3,
+}
+
+/// A skinned, animated character (see the module docs).
+#[derive(Debug, Clone)]
+pub struct Character {
+    nodes: Vec<Node>,
+    /// Nodes with parents before children.
+    order: Vec<usize>,
+    /// Skin joint -> node.
+    joints: Vec<usize>,
+    joint_names: Vec<String>,
+    inverse_bind: Vec<Mat4>,
+    positions: Vec<Vec3>,
+    indices: Vec<u32>,
+    skin_joints: Vec<[u16; 4]>,
+    skin_weights: Vec<[f32; 4]>,
+    clips: Vec<Clip>,
+}
+
+fn finite(m: &[f32], what: impl FnOnce() -> String) -> Result<(), CharacterError> {
+    if m.iter().all(|v| v.is_finite()) {
+        Ok(())
+    } else {
+        Err(CharacterError::NonFinite(what()))
+    }
+}
+
+impl Character {
+    /// Reads a `.glb`: the first node with a mesh and a skin (all its triangle primitives), the
+    /// skin's joints and inverse bind matrices, every clip's translation, rotation and scale
+    /// channels (morph weights are ignored). Refuses files without a skin or with non-finite
+    /// data.
+    pub fn from_glb(bytes: &[u8]) -> Result<Self, CharacterError> {
+        let gltf = gltf::Gltf::from_slice(bytes)?;
+        let blob = gltf.blob.as_deref().ok_or(CharacterError::NoBinary)?;
+        let doc = &gltf.document;
+        let data = |b: gltf::Buffer| match b.source() {
+            gltf::buffer::Source::Bin => Some(blob),
+            gltf::buffer::Source::Uri(_) => None,
+        };
+
+        let count = doc.nodes().len();
+        let mut nodes: Vec<Node> = Vec::with_capacity(count);
+        for n in doc.nodes() {
+            let (t, r, s) = n.transform().decomposed();
+            finite(&[t, s].concat(), || {
+                format!("the rest transform of node {}", n.index())
+            })?;
+            finite(&r, || format!("the rest rotation of node {}", n.index()))?;
+            nodes.push(Node {
+                parent: None,
+                translation: Vec3::from(t),
+                rotation: Quat::from_array(r).normalize(),
+                scale: Vec3::from(s),
+            });
+        }
+        for n in doc.nodes() {
+            for c in n.children() {
+                nodes[c.index()].parent = Some(n.index());
+            }
+        }
+        let mut order = Vec::with_capacity(count);
+        let mut placed = vec![false; count];
+        while order.len() < count {
+            let before = order.len();
+            for i in 0..count {
+                if !placed[i] && nodes[i].parent.is_none_or(|p| placed[p]) {
+                    placed[i] = true;
+                    order.push(i);
+                }
+            }
+            if order.len() == before {
+                break; // a cycle (refused by validation already)
+            }
+        }
+
+        let node = doc
+            .nodes()
+            .find(|n| n.mesh().is_some() && n.skin().is_some())
+            .ok_or(CharacterError::NoSkin)?;
+        let skin = node.skin().ok_or(CharacterError::NoSkin)?;
+        let joints: Vec<usize> = skin.joints().map(|j| j.index()).collect();
+        let joint_names = skin
+            .joints()
+            .map(|j| {
+                j.name()
+                    .map_or_else(|| format!("#{}", j.index()), str::to_string)
+            })
+            .collect();
+        let inverse_bind: Vec<Mat4> = match skin.reader(data).read_inverse_bind_matrices() {
+            Some(m) => m.map(|m| Mat4::from_cols_array_2d(&m)).collect(),
+            None => vec![Mat4::IDENTITY; joints.len()],
+        };
+        for (j, m) in inverse_bind.iter().enumerate() {
+            finite(&m.to_cols_array(), || {
+                format!("the inverse bind matrix of joint {j}")
+            })?;
+        }
+        if inverse_bind.len() != joints.len() {
+            return Err(CharacterError::MissingAttribute(
+                "inverse bind matrix per joint",
+            ));
+        }
+
+        let (mut positions, mut indices, mut skin_joints, mut skin_weights) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for prim in node.mesh().ok_or(CharacterError::NoSkin)?.primitives() {
+            if prim.mode() != gltf::mesh::Mode::Triangles {
+                continue;
+            }
+            let r = prim.reader(data);
+            let base = positions.len() as u32;
+            let p: Vec<Vec3> = r
+                .read_positions()
+                .ok_or(CharacterError::MissingAttribute("POSITION"))?
+                .map(Vec3::from)
+                .collect();
+            let n = p.len();
+            let j: Vec<[u16; 4]> = r
+                .read_joints(0)
+                .ok_or(CharacterError::MissingAttribute("JOINTS_0"))?
+                .into_u16()
+                .collect();
+            let w: Vec<[f32; 4]> = r
+                .read_weights(0)
+                .ok_or(CharacterError::MissingAttribute("WEIGHTS_0"))?
+                .into_f32()
+                .collect();
+            if j.len() != n || w.len() != n {
+                return Err(CharacterError::MissingAttribute(
+                    "a joint and weight per vertex",
+                ));
+            }
+            if j.iter().flatten().any(|&k| k as usize >= joints.len()) {
+                return Err(CharacterError::MissingAttribute(
+                    "joint indices within the skin",
+                ));
+            }
+            match r.read_indices() {
+                Some(i) => indices.extend(i.into_u32().map(|k| base + k)),
+                None => indices.extend(base..base + n as u32),
+            }
+            positions.extend(p);
+            skin_joints.extend(j);
+            skin_weights.extend(w);
+        }
+        if positions.is_empty() {
+            return Err(CharacterError::MissingAttribute("triangles"));
+        }
+        if indices.iter().any(|&k| k as usize >= positions.len()) {
+            return Err(CharacterError::MissingAttribute(
+                "indices within the vertices",
+            ));
+        }
+        finite(
+            &positions
+                .iter()
+                .flat_map(|p| p.to_array())
+                .collect::<Vec<_>>(),
+            || "the skinned mesh's positions".into(),
+        )?;
+
+        let mut clips = Vec::new();
+        for (k, a) in doc.animations().enumerate() {
+            let mut channels = Vec::new();
+            for c in a.channels() {
+                let r = c.reader(data);
+                let (Some(times), Some(outputs)) = (r.read_inputs(), r.read_outputs()) else {
+                    continue;
+                };
+                let times: Vec<f32> = times.collect();
+                let (part, mut values): (Part, Vec<Vec4>) = match outputs {
+                    ReadOutputs::Translations(t) => (
+                        Part::Translation,
+                        t.map(|v| Vec3::from(v).extend(0.0)).collect(),
+                    ),
+                    ReadOutputs::Rotations(q) => {
+                        (Part::Rotation, q.into_f32().map(Vec4::from).collect())
+                    }
+                    ReadOutputs::Scales(s) => {
+                        (Part::Scale, s.map(|v| Vec3::from(v).extend(0.0)).collect())
+                    }
+                    ReadOutputs::MorphTargetWeights(_) => continue,
+                };
+                let interpolation = c.sampler().interpolation();
+                if interpolation == Interpolation::CubicSpline {
+                    // In-tangent, value, out-tangent per key: the values, linearly.
+                    values = values.chunks_exact(3).map(|v| v[1]).collect();
+                }
+                if times.is_empty() || values.len() != times.len() {
+                    continue;
+                }
+                finite(&times, || format!("the keyframe times of clip {k}"))?;
+                finite(
+                    &values.iter().flat_map(|v| v.to_array()).collect::<Vec<_>>(),
+                    || format!("the keyframes of clip {k}"),
+                )?;
+                channels.push(Channel {
+                    node: c.target().node().index(),
+                    part,
+                    step: interpolation == Interpolation::Step,
+                    times,
+                    values,
+                });
+            }
+            let duration = channels
+                .iter()
+                .filter_map(|c| c.times.last().copied())
+                .fold(0.0f32, f32::max);
+            clips.push(Clip {
+                name: a.name().map_or_else(|| format!("#{k}"), str::to_string),
+                duration,
+                channels,
+            });
+        }
+        Ok(Self {
+            nodes,
+            order,
+            joints,
+            joint_names,
+            inverse_bind,
+            positions,
+            indices,
+            skin_joints,
+            skin_weights,
+            clips,
+        })
+    }
+
+    /// The skin's joints' names (`#node` for unnamed ones), in joint order.
+    pub fn joint_names(&self) -> &[String] {
+        &self.joint_names
+    }
+
+    /// The clips.
+    pub fn clips(&self) -> &[Clip] {
+        &self.clips
+    }
+
+    /// The clip named `name`, or the first clip with `None`.
+    pub fn clip(&self, name: Option<&str>) -> Result<usize, CharacterError> {
+        match name {
+            None if self.clips.is_empty() => Err(CharacterError::NoClips),
+            None => Ok(0),
+            Some(n) => self.clips.iter().position(|c| c.name == n).ok_or_else(|| {
+                CharacterError::NoSuchClip {
+                    name: n.to_string(),
+                    available: self.clips.iter().map(|c| c.name.clone()).collect(),
+                }
+            }),
+        }
+    }
+
+    /// The skinned mesh's triangles (three indices each).
+    pub fn indices(&self) -> &[u32] {
+        &self.indices
+    }
+
+    /// Vertex count of the skinned mesh.
+    pub fn vertex_count(&self) -> usize {
+        self.positions.len()
+    }
+
+    /// World transforms of the skin's joints (joint order) at time `t` of `clip` (looped;
+    /// `None`: the rest pose). Keys interpolate linearly (rotations by normalised lerp along
+    /// the shorter arc), step keys hold, cubic-spline keys are taken linearly through their
+    /// values.
+    pub fn joint_transforms(&self, clip: Option<usize>, t: f32, out: &mut Vec<Mat4>) {
+        let mut local: Vec<(Vec3, Quat, Vec3)> = self
+            .nodes
+            .iter()
+            .map(|n| (n.translation, n.rotation, n.scale))
+            .collect();
+        if let Some(c) = clip.and_then(|c| self.clips.get(c)) {
+            let t = if c.duration > 0.0 {
+                t.rem_euclid(c.duration)
+            } else {
+                0.0
+            };
+            for ch in &c.channels {
+                let v = sample(ch, t);
+                let l = &mut local[ch.node];
+                match ch.part {
+                    Part::Translation => l.0 = v.truncate(),
+                    Part::Rotation => l.1 = Quat::from_vec4(v).normalize(),
+                    Part::Scale => l.2 = v.truncate(),
+                }
+            }
+        }
+        let mut global = vec![Mat4::IDENTITY; self.nodes.len()];
+        for &i in &self.order {
+            let (t, r, s) = local[i];
+            let m = Mat4::from_scale_rotation_translation(s, r, t);
+            global[i] = match self.nodes[i].parent {
+                Some(p) => global[p] * m,
+                None => m,
+            };
+        }
+        out.clear();
+        out.extend(self.joints.iter().map(|&n| global[n]));
+    }
+
+    /// Linear blend skinning: each vertex of the mesh at the joints' world transforms `joints`
+    /// (from [`Character::joint_transforms`]).
+    pub fn skin(&self, joints: &[Mat4], out: &mut Vec<Vec3>) {
+        let skinning: Vec<Mat4> = joints
+            .iter()
+            .zip(&self.inverse_bind)
+            .map(|(g, ib)| *g * *ib)
+            .collect();
+        out.clear();
+        out.extend(
+            self.positions
+                .iter()
+                .zip(self.skin_joints.iter().zip(&self.skin_weights))
+                .map(|(&p, (j, w))| {
+                    let total: f32 = w.iter().sum();
+                    let mut q = Vec3::ZERO;
+                    for k in 0..4 {
+                        if w[k] > 0.0 {
+                            q += w[k] * skinning[j[k] as usize].transform_point3(p);
+                        }
+                    }
+                    if total > 0.0 { q / total } else { p }
+                }),
+        );
+    }
+
+    /// One capsule per joint that dominates enough of the skin, in the joint's frame. The
+    /// rule:
+    ///
+    /// 1. A vertex belongs to the joint with its largest weight; joints with fewer than
+    ///    `min_vertices` vertices get no capsule.
+    /// 2. In the rest pose, the joint's vertices' principal axis (largest eigenvector of their
+    ///    covariance) is the capsule's axis, through their centroid.
+    /// 3. Its radius is the median distance of the vertices from that axis, times `inset` (below
+    ///    1 keeps the capsule inside the skin, where cloth lying on the body should not float).
+    /// 4. Its ends are the 10th and 90th percentiles of the vertices along the axis, pulled in by
+    ///    the radius (the round caps reach those percentiles).
+    pub fn fit_capsules(&self, min_vertices: usize, inset: f32) -> Vec<JointCapsule> {
+        let mut rest = Vec::new();
+        self.joint_transforms(None, 0.0, &mut rest);
+        let mut skinned = Vec::new();
+        self.skin(&rest, &mut skinned);
+        let mut owned: Vec<Vec<Vec3>> = vec![Vec::new(); self.joints.len()];
+        for (p, (j, w)) in skinned
+            .iter()
+            .zip(self.skin_joints.iter().zip(&self.skin_weights))
+        {
+            let k = (0..4).max_by(|&a, &b| w[a].total_cmp(&w[b])).unwrap_or(0);
+            if w[k] > 0.0 {
+                owned[j[k] as usize].push(*p);
+            }
+        }
+        let mut out = Vec::new();
+        for (joint, points) in owned.iter().enumerate() {
+            if points.len() < min_vertices.max(4) {
+                continue;
+            }
+            let frame = rigid(&rest[joint]);
+            let inv = frame.inverse();
+            let local: Vec<Vec3> = points.iter().map(|&p| inv.transform_point3(p)).collect();
+            let centroid = local.iter().sum::<Vec3>() / local.len() as f32;
+            let mut cov = Mat3::ZERO;
+            for p in &local {
+                let d = *p - centroid;
+                cov += Mat3::from_cols(d * d.x, d * d.y, d * d.z);
+            }
+            let mut axis = Vec3::Y;
+            for _ in 0..64 {
+                axis = (cov * axis).normalize_or(Vec3::Y);
+            }
+            let mut along: Vec<f32> = local.iter().map(|p| (*p - centroid).dot(axis)).collect();
+            let mut radial: Vec<f32> = local
+                .iter()
+                .map(|p| {
+                    let d = *p - centroid;
+                    (d - d.dot(axis) * axis).length()
+                })
+                .collect();
+            along.sort_by(f32::total_cmp);
+            radial.sort_by(f32::total_cmp);
+            let pct = |v: &[f32], q: f32| v[((v.len() - 1) as f32 * q).round() as usize];
+            let (lo, hi) = (pct(&along, 0.1), pct(&along, 0.9));
+            let radius = (pct(&radial, 0.5) * inset).max(1e-3);
+            let half_height = (0.5 * (hi - lo) - radius).max(0.0);
+            let centre = centroid + 0.5 * (lo + hi) * axis;
+            out.push(JointCapsule {
+                joint,
+                shape: ColliderShape::Capsule {
+                    half_height: f64::from(half_height),
+                    radius: f64::from(radius),
+                },
+                offset: Pose::new(
+                    centre.as_dvec3(),
+                    Quat::from_rotation_arc(Vec3::Y, axis)
+                        .as_dquat()
+                        .normalize(),
+                ),
+            });
+        }
+        out
+    }
+
+    /// The joints a cape hangs from, found from the skeleton's shape, not its names: the upper
+    /// spine is the highest joint (in the rest pose) with three or more child joints (the chest,
+    /// parent of the neck and both arms); the shoulders are its two children farthest apart.
+    /// The character faces where its toes point: the mean horizontal direction from each leaf
+    /// joint below the hips to its parent's position, reversed (leaf minus parent); `+Z` (the
+    /// glTF convention) if that is undefined.
+    pub fn cape_joints(&self) -> Result<CapeJoints, CharacterError> {
+        let mut rest = Vec::new();
+        self.joint_transforms(None, 0.0, &mut rest);
+        let pos: Vec<Vec3> = rest.iter().map(|m| m.w_axis.truncate()).collect();
+        let joint_of: HashMap<usize, usize> = self
+            .joints
+            .iter()
+            .enumerate()
+            .map(|(j, &n)| (n, j))
+            .collect();
+        let parent = |j: usize| -> Option<usize> {
+            let mut n = self.nodes[self.joints[j]].parent;
+            while let Some(p) = n {
+                if let Some(&pj) = joint_of.get(&p) {
+                    return Some(pj);
+                }
+                n = self.nodes[p].parent;
+            }
+            None
+        };
+        let parents: Vec<Option<usize>> = (0..self.joints.len()).map(parent).collect();
+        let children = |j: usize| -> Vec<usize> {
+            (0..self.joints.len())
+                .filter(|&c| parents[c] == Some(j))
+                .collect()
+        };
+        let spine = (0..self.joints.len())
+            .filter(|&j| children(j).len() >= 3)
+            .max_by(|&a, &b| pos[a].y.total_cmp(&pos[b].y))
+            .ok_or(CharacterError::NoUpperSpine)?;
+        let kids = children(spine);
+        let mut best = (kids[0], kids[1], -1.0f32);
+        for (i, &a) in kids.iter().enumerate() {
+            for &b in &kids[i + 1..] {
+                let d = (pos[a] - pos[b]).with_y(0.0).length();
+                if d > best.2 {
+                    best = (a, b, d);
+                }
+            }
+        }
+        let low = pos[spine].y;
+        let mut toes = Vec3::ZERO;
+        for j in 0..self.joints.len() {
+            if children(j).is_empty()
+                && pos[j].y < 0.5 * low
+                && let Some(p) = parents[j]
+            {
+                toes += (pos[j] - pos[p]).with_y(0.0);
+            }
+        }
+        let forward = toes.try_normalize().unwrap_or(Vec3::Z);
+        Ok(CapeJoints {
+            spine,
+            shoulders: [best.0, best.1],
+            forward,
+        })
+    }
+}
+
+/// `m` without its scale: the rotation and translation.
+pub fn rigid(m: &Mat4) -> Mat4 {
+    let (_, r, t) = m.to_scale_rotation_translation();
+    Mat4::from_rotation_translation(r.normalize(), t)
+}
+
+/// `m`'s rotation and translation as a pose.
+pub fn pose_of_matrix(m: &Mat4) -> Pose {
+    let (_, r, t) = m.to_scale_rotation_translation();
+    Pose::new(t.as_dvec3(), r.as_dquat().normalize())
+}
+
+fn sample(ch: &Channel, t: f32) -> Vec4 {
+    let times = &ch.times;
+    let k = times.partition_point(|&x| x <= t);
+    if k == 0 {
+        return ch.values[0];
+    }
+    if k >= times.len() {
+        return ch.values[times.len() - 1];
+    }
+    let (a, b) = (ch.values[k - 1], ch.values[k]);
+    if ch.step {
+        return a;
+    }
+    let span = times[k] - times[k - 1];
+    let s = if span > 0.0 {
+        (t - times[k - 1]) / span
+    } else {
+        0.0
+    };
+    if ch.part == Part::Rotation {
+        let b = if a.dot(b) < 0.0 { -b } else { b };
+        a.lerp(b, s).normalize()
+    } else {
+        a.lerp(b, s)
+    }
+}
