@@ -9,7 +9,7 @@
 //! `GlobalTransform`s set from the clip each fixed tick, before the cloth systems). Collision
 //! capsules are fitted to the joints from the skin weights
 //! ([`Character::fit_capsules`](isocloth_bevy::character::Character::fit_capsules)); a cape
-//! sized by the shoulders hangs from the upper spine, both found from the skeleton's shape
+//! hangs from the upper spine and the shoulders, found from the skeleton's shape
 //! ([`Character::cape_joints`](isocloth_bevy::character::Character::cape_joints)); the ground is
 //! a plane. Writes a contact sheet of skinned body and cape (`target/isocloth/gltf_cape.png`)
 //! and an animated PNG of the run (`target/isocloth/gltf_cape.apng`, 10 frames a second),
@@ -46,6 +46,8 @@ const TILES: usize = 4;
 /// Picture size (contact-sheet tiles and animation frames).
 const W: u32 = 320;
 const H: u32 = 360;
+/// Each shoulder's share of every pinned vertex (the upper spine has the rest).
+const SHOULDER_WEIGHT: f32 = 0.15;
 /// Animation frames per second.
 const APNG_FPS: usize = 10;
 
@@ -246,12 +248,29 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         Transform::default(),
         ClothCollider::new(ColliderShape::Plane),
     ));
-    // The top row hangs from the upper spine. (Blending it toward the shoulder joints, which on
-    // a skeleton without collarbones are the upper arms, stretches the pinned edge by the arms'
-    // swing: 32 % max strain with a quarter of the weight at the corners.)
-    let pins: Vec<ClothPin> = (0..=cols)
-        .map(|c| ClothPin::new(c, joints[cape_joints.spine]))
-        .collect();
+    // The top row hangs from the upper spine and the two shoulders, every vertex with the same
+    // weights (SHOULDER_WEIGHT each shoulder, the rest the spine). Equal weights along the row
+    // move it as one blended frame; weights that change along it (more shoulder toward each
+    // corner) stretch the pinned edge by the arms' swing, since a shoulder joint here is the
+    // upper arm (measured: 32 % max strain with a quarter of the weight at the corners).
+    let sw = SHOULDER_WEIGHT;
+    let mut pins = Vec::new();
+    for c in 0..=cols {
+        pins.push(ClothPin {
+            vertex: c,
+            bone: joints[cape_joints.spine],
+            weight: 1.0 - 2.0 * sw,
+        });
+        for s in cape_joints.shoulders {
+            if sw > 0.0 {
+                pins.push(ClothPin {
+                    vertex: c,
+                    bone: joints[s],
+                    weight: sw,
+                });
+            }
+        }
+    }
     let handle = world
         .resource_mut::<Assets<Mesh>>()
         .add(cape_mesh(top, side, width, length, cols, rows));
