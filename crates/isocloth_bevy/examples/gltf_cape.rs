@@ -20,22 +20,22 @@
 #[allow(dead_code)]
 mod render;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bevy_app::prelude::*;
-use bevy_asset::RenderAssetUsages;
 use bevy_asset::prelude::*;
 use bevy_ecs::prelude::*;
-use bevy_mesh::{Indices, Mesh, Mesh3d, PrimitiveTopology};
+use bevy_mesh::{Mesh, Mesh3d};
 use bevy_time::TimeUpdateStrategy;
 use bevy_transform::prelude::*;
-use glam::{DVec3, Mat4, Vec3};
+use glam::{DVec3, Vec3};
 use isocloth::ecs::{BudgetPreset, ClothColliders, ClothConfig};
 use isocloth::{ColliderShape, Material, Pose};
 use isocloth_bevy::character::{Character, pose_of_matrix};
 use isocloth_bevy::{
-    ClothCollider, ClothPin, ClothSim, ClothSystems, HeadlessPlugins, IsoclothPlugin,
-    SimulatedCloth,
+    CharacterPlayer, ClothCollider, ClothSim, HeadlessPlugins, IsoclothPlugin, SimulatedCloth,
+    spawn_character,
 };
 use render::{Camera, Grid, Style};
 use tiny_skia::Pixmap;
@@ -46,63 +46,11 @@ const TILES: usize = 4;
 /// Picture size (contact-sheet tiles and animation frames).
 const W: u32 = 320;
 const H: u32 = 360;
-/// Each shoulder's share of every pinned vertex (the upper spine has the rest).
+/// Each shoulder's share of every pinned vertex (the upper spine has the rest; see
+/// `Character::cape`).
 const SHOULDER_WEIGHT: f32 = 0.15;
 /// Animation frames per second.
 const APNG_FPS: usize = 10;
-
-/// The clip being played and the joint entities it drives.
-#[derive(Resource)]
-struct Animation {
-    character: Character,
-    clip: usize,
-    joints: Vec<Entity>,
-    tick: u64,
-    scratch: Vec<Mat4>,
-}
-
-/// Sets each joint entity's transforms from the clip at this tick's time (before the cloth
-/// systems, so the tick sees this tick's pose).
-fn animate(mut anim: ResMut<Animation>, mut joints: Query<(&mut Transform, &mut GlobalTransform)>) {
-    let anim = &mut *anim;
-    let t = anim.tick as f32 / HZ as f32;
-    anim.character
-        .joint_transforms(Some(anim.clip), t, &mut anim.scratch);
-    for (m, &e) in anim.scratch.iter().zip(&anim.joints) {
-        if let Ok((mut tr, mut gt)) = joints.get_mut(e) {
-            *tr = Transform::from_matrix(*m);
-            *gt = GlobalTransform::from(*m);
-        }
-    }
-    anim.tick += 1;
-}
-
-/// A `width` x `length` grid of `cols` x `rows` quads hanging from its top edge: vertex
-/// `r * (cols + 1) + c` at `top + (c / cols - 1/2) width side - r / rows length up`.
-fn cape_mesh(top: Vec3, side: Vec3, width: f32, length: f32, cols: u32, rows: u32) -> Mesh {
-    let mut positions = Vec::new();
-    for r in 0..=rows {
-        for c in 0..=cols {
-            let u = c as f32 / cols as f32 - 0.5;
-            let v = r as f32 / rows as f32;
-            positions.push((top + u * width * side - v * length * Vec3::Y).to_array());
-        }
-    }
-    let n = cols + 1;
-    let mut indices = Vec::new();
-    for r in 0..rows {
-        for c in 0..cols {
-            let a = r * n + c;
-            indices.extend([a, a + 1, a + n, a + 1, a + n + 1, a + n]);
-        }
-    }
-    Mesh::new(
-        PrimitiveTopology::TriangleList,
-        RenderAssetUsages::default(),
-    )
-    .with_inserted_attribute(Mesh::ATTRIBUTE_POSITION, positions)
-    .with_inserted_indices(Indices::U32(indices))
-}
 
 struct Args {
     file: String,
@@ -173,49 +121,11 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let cape_joints = character.cape_joints()?;
     let capsules = character.fit_capsules(30, 0.9);
 
-    // The pose at t = 0 places the cape.
+    let layout = character.cape(Some(clip), 0.0, 10, 14, SHOULDER_WEIGHT)?;
     let mut pose0 = Vec::new();
     character.joint_transforms(Some(clip), 0.0, &mut pose0);
-    let at = |j: usize| pose0[j].w_axis.truncate();
     let forward = cape_joints.forward;
     let side = Vec3::Y.cross(forward).normalize();
-    let [l, r] = cape_joints.shoulders.map(at);
-    let spine = at(cape_joints.spine);
-    let arm_radius = capsules
-        .iter()
-        .filter(|c| cape_joints.shoulders.contains(&c.joint))
-        .map(|c| match c.shape {
-            ColliderShape::Capsule { radius, .. } => radius as f32,
-            _ => 0.0,
-        })
-        .fold(0.04f32, f32::max);
-    let chest_radius = capsules
-        .iter()
-        .find(|c| c.joint == cape_joints.spine)
-        .map_or(0.1, |c| match c.shape {
-            ColliderShape::Capsule { radius, .. } => radius as f32,
-            _ => 0.1,
-        });
-    let mut skinned = Vec::new();
-    character.skin(&pose0, &mut skinned);
-    let height = skinned.iter().map(|p| p.y).fold(f32::MIN, f32::max)
-        - skinned.iter().map(|p| p.y).fold(f32::MAX, f32::min);
-    // Rule: as wide as the shoulders plus two upper-arm radii, 35 % of the character's height
-    // long (to about the hips, above the legs' swing), its top edge at shoulder height; hanging in a vertical plane 2 cm behind the
-    // rearmost point of the body it covers (the skinned vertices within its width, between its
-    // top and bottom, at t = 0).
-    let width = l.distance(r) + 2.0 * arm_radius;
-    let length = 0.35 * height;
-    let top_y = 0.5 * (l.y + r.y);
-    let behind = skinned
-        .iter()
-        .filter(|p| {
-            (**p - spine).dot(side).abs() < 0.5 * width && p.y <= top_y && p.y >= top_y - length
-        })
-        .map(|p| (spine - *p).dot(forward))
-        .fold(chest_radius, f32::max);
-    let top = Vec3::new(spine.x, top_y, spine.z) - (behind + 0.02) * forward;
-    let (cols, rows) = (10u32, 14u32);
 
     let mut app = App::new();
     let config = ClothConfig {
@@ -230,50 +140,18 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             1.0 / HZ,
         )));
     let world = app.world_mut();
-    let joints: Vec<Entity> = pose0
-        .iter()
-        .map(|m| {
-            world
-                .spawn((Transform::from_matrix(*m), GlobalTransform::from(*m)))
-                .id()
-        })
-        .collect();
-    for c in &capsules {
-        world.entity_mut(joints[c.joint]).insert(ClothCollider {
-            shape: c.shape,
-            offset: c.offset,
-        });
-    }
+    let player = spawn_character(world, Arc::new(character.clone()), clip);
+    let joints = world
+        .get::<CharacterPlayer>(player)
+        .expect("spawned")
+        .joints
+        .clone();
     world.spawn((
         Transform::default(),
         ClothCollider::new(ColliderShape::Plane),
     ));
-    // The top row hangs from the upper spine and the two shoulders, every vertex with the same
-    // weights (SHOULDER_WEIGHT each shoulder, the rest the spine). Equal weights along the row
-    // move it as one blended frame; weights that change along it (more shoulder toward each
-    // corner) stretch the pinned edge by the arms' swing, since a shoulder joint here is the
-    // upper arm (measured: 32 % max strain with a quarter of the weight at the corners).
-    let sw = SHOULDER_WEIGHT;
-    let mut pins = Vec::new();
-    for c in 0..=cols {
-        pins.push(ClothPin {
-            vertex: c,
-            bone: joints[cape_joints.spine],
-            weight: 1.0 - 2.0 * sw,
-        });
-        for s in cape_joints.shoulders {
-            if sw > 0.0 {
-                pins.push(ClothPin {
-                    vertex: c,
-                    bone: joints[s],
-                    weight: sw,
-                });
-            }
-        }
-    }
-    let handle = world
-        .resource_mut::<Assets<Mesh>>()
-        .add(cape_mesh(top, side, width, length, cols, rows));
+    let pins = layout.cloth_pins(&joints);
+    let handle = world.resource_mut::<Assets<Mesh>>().add(layout.mesh());
     let cape = world
         .spawn((
             Mesh3d(handle),
@@ -284,15 +162,6 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             },
         ))
         .id();
-    app.insert_resource(Animation {
-        character: character.clone(),
-        clip,
-        joints: joints.clone(),
-        tick: 0,
-        scratch: Vec::new(),
-    })
-    .add_systems(FixedUpdate, animate.before(ClothSystems::S1GatherPoses));
-
     // Run: the first update advances no time; then one fixed tick per update.
     app.update();
     let frames = (args.seconds * HZ).round() as usize;
@@ -335,12 +204,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
 
         let tile = (frame + 1) % (frames / TILES).max(1) == 0;
         if frame % snap_every == 0 || tile {
-            let anim = world.resource::<Animation>();
-            character.joint_transforms(
-                Some(clip),
-                (anim.tick - 1) as f32 / HZ as f32,
-                &mut joint_now,
-            );
+            let played = world.get::<CharacterPlayer>(player).expect("spawned").ticks;
+            character.joint_transforms(Some(clip), (played - 1) as f32 / HZ as f32, &mut joint_now);
             character.skin(&joint_now, &mut body);
             let centre = pose_of_matrix(&joint_now[cape_joints.spine]).translation;
             let f = forward.as_dvec3();

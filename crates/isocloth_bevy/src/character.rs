@@ -575,6 +575,112 @@ impl Character {
     }
 }
 
+/// A cape for a character (see [`Character::cape`]): a grid hanging from its top row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CapeLayout {
+    /// Vertex positions in world space: row `r`, column `c` at `r * (cols + 1) + c`, row 0 on
+    /// top.
+    pub positions: Vec<Vec3>,
+    /// Triangles, three indices each.
+    pub indices: Vec<u32>,
+    /// Pinned vertices with their joints and weights: every top-row vertex on the upper spine
+    /// (`1 - 2 shoulder_weight`) and on each shoulder (`shoulder_weight`).
+    pub pins: Vec<(u32, usize, f32)>,
+    /// Width and length in metres.
+    pub size: [f32; 2],
+}
+
+impl Character {
+    /// A `cols` x `rows` cape hanging from the character's back at time `t` of `clip`. The
+    /// rule: as wide as the shoulders plus two upper-arm capsule radii, 35 % of the
+    /// character's height long (to about the hips, above the legs' swing), its top edge at
+    /// shoulder height, in a vertical plane 2 cm behind the rearmost point of the skin it
+    /// covers. Every top-row vertex hangs from the upper spine and both shoulders with the same
+    /// weights (`shoulder_weight` each, 0.15 in the example): equal weights along the row move
+    /// it as one blended frame, where weights that change along it stretch the pinned edge by
+    /// the bones' relative motion (on a skeleton without collarbones the shoulders are the
+    /// upper arms, which swing).
+    pub fn cape(
+        &self,
+        clip: Option<usize>,
+        t: f32,
+        cols: u32,
+        rows: u32,
+        shoulder_weight: f32,
+    ) -> Result<CapeLayout, CharacterError> {
+        let joints = self.cape_joints()?;
+        let capsules = self.fit_capsules(30, 0.9);
+        let radius = |j: usize| {
+            capsules
+                .iter()
+                .find(|c| c.joint == j)
+                .and_then(|c| match c.shape {
+                    ColliderShape::Capsule { radius, .. } => Some(radius as f32),
+                    _ => None,
+                })
+        };
+        let mut pose = Vec::new();
+        self.joint_transforms(clip, t, &mut pose);
+        let at = |j: usize| pose[j].w_axis.truncate();
+        let forward = joints.forward;
+        let side = Vec3::Y.cross(forward).normalize();
+        let [l, r] = joints.shoulders.map(at);
+        let spine = at(joints.spine);
+        let arm = joints
+            .shoulders
+            .iter()
+            .filter_map(|&s| radius(s))
+            .fold(0.04f32, f32::max);
+        let mut skinned = Vec::new();
+        self.skin(&pose, &mut skinned);
+        let (lo, hi) = skinned
+            .iter()
+            .fold((f32::MAX, f32::MIN), |(a, b), p| (a.min(p.y), b.max(p.y)));
+        let width = l.distance(r) + 2.0 * arm;
+        let length = 0.35 * (hi - lo);
+        let top_y = 0.5 * (l.y + r.y);
+        let behind = skinned
+            .iter()
+            .filter(|p| {
+                (**p - spine).dot(side).abs() < 0.5 * width && p.y <= top_y && p.y >= top_y - length
+            })
+            .map(|p| (spine - *p).dot(forward))
+            .fold(radius(joints.spine).unwrap_or(0.1), f32::max);
+        let top = Vec3::new(spine.x, top_y, spine.z) - (behind + 0.02) * forward;
+        let (cols, rows) = (cols.max(1), rows.max(1));
+        let mut positions = Vec::new();
+        for r in 0..=rows {
+            for c in 0..=cols {
+                let u = c as f32 / cols as f32 - 0.5;
+                let v = r as f32 / rows as f32;
+                positions.push(top + u * width * side - v * length * Vec3::Y);
+            }
+        }
+        let n = cols + 1;
+        let mut indices = Vec::new();
+        for r in 0..rows {
+            for c in 0..cols {
+                let a = r * n + c;
+                indices.extend([a, a + 1, a + n, a + 1, a + n + 1, a + n]);
+            }
+        }
+        let w = shoulder_weight.clamp(0.0, 0.45);
+        let mut pins = Vec::new();
+        for c in 0..=cols {
+            pins.push((c, joints.spine, 1.0 - 2.0 * w));
+            if w > 0.0 {
+                pins.extend(joints.shoulders.map(|s| (c, s, w)));
+            }
+        }
+        Ok(CapeLayout {
+            positions,
+            indices,
+            pins,
+            size: [width, length],
+        })
+    }
+}
+
 /// `m` without its scale: the rotation and translation.
 pub fn rigid(m: &Mat4) -> Mat4 {
     let (_, r, t) = m.to_scale_rotation_translation();

@@ -6,6 +6,8 @@
 //! [`IsoclothPlugin`] adds isocloth's three numbered system sets ([`ClothSystems`]) to
 //! `FixedUpdate`:
 //!
+//! 0. Before the sets, [`play_characters`] poses the joint entities of glTF characters
+//!    ([`spawn_character`], [`character`]) at their clips' time;
 //! 1. [`ClothSystems::S1GatherPoses`]: cloths whose mesh asset has loaded are built
 //!    ([`build_cloths`]); [`ClothCollider`] entities pose the shared collider set and leave it when
 //!    despawned ([`gather_colliders`]); pinned vertices follow their bones ([`drive_pins`]);
@@ -67,12 +69,12 @@ pub mod character;
 use std::collections::HashMap;
 
 use bevy_app::{App, FixedUpdate, Plugin, PluginGroup, PluginGroupBuilder};
-use bevy_asset::Assets;
+use bevy_asset::{Assets, RenderAssetUsages};
 use bevy_ecs::prelude::*;
 use bevy_mesh::{Indices, Mesh, Mesh3d, PrimitiveTopology, VertexAttributeValues};
 use bevy_time::{Fixed, Time};
-use bevy_transform::components::GlobalTransform;
-use glam::Vec3;
+use bevy_transform::components::{GlobalTransform, Transform};
+use glam::{Mat4, Vec3};
 use isocloth::attachment::{AttachError, AttachmentSettings, Attachments, Influence};
 use isocloth::ecs::{ClothColliders, ClothConfig, init_cloth_resources, step_cloths};
 use isocloth::{BaseMesh, Cloth, ClothError, ClothMesh, ColliderShape, Material, MeshError, Pose};
@@ -120,6 +122,10 @@ impl Plugin for IsoclothPlugin {
             (build_cloths, gather_colliders, drive_pins)
                 .chain()
                 .in_set(ClothSystems::S1GatherPoses),
+        );
+        app.add_systems(
+            FixedUpdate,
+            play_characters.before(ClothSystems::S1GatherPoses),
         );
         app.add_systems(FixedUpdate, step_cloths.in_set(ClothSystems::S2Step));
         app.add_systems(
@@ -633,5 +639,111 @@ pub fn write_meshes(
                 }
             }
         }
+    }
+}
+
+/// Plays a [`character::Character`]'s clip on its joint entities (see [`spawn_character`]):
+/// each fixed tick, before the cloth systems, every joint entity's `Transform` and
+/// `GlobalTransform` become the joint's world transform at the clip's time (looped), so the
+/// tick's cloth sees this tick's pose.
+#[derive(Component, Debug)]
+pub struct CharacterPlayer {
+    /// The character.
+    pub character: std::sync::Arc<character::Character>,
+    /// The clip played.
+    pub clip: usize,
+    /// One entity per skin joint, in joint order.
+    pub joints: Vec<Entity>,
+    /// Fixed ticks played.
+    pub ticks: u64,
+    scratch: Vec<Mat4>,
+}
+
+/// Spawns one root entity per joint of `character` at time 0 of `clip`, with a
+/// [`ClothCollider`] on each joint that [`character::Character::fit_capsules`] fits (30
+/// vertices at least, radius inset 0.9), and a [`CharacterPlayer`] entity that plays the clip
+/// from the next tick. Returns the player entity; its `joints` are the joint entities.
+pub fn spawn_character(
+    world: &mut World,
+    character: std::sync::Arc<character::Character>,
+    clip: usize,
+) -> Entity {
+    let mut pose = Vec::new();
+    character.joint_transforms(Some(clip), 0.0, &mut pose);
+    let joints: Vec<Entity> = pose
+        .iter()
+        .map(|m| {
+            world
+                .spawn((Transform::from_matrix(*m), GlobalTransform::from(*m)))
+                .id()
+        })
+        .collect();
+    for c in character.fit_capsules(30, 0.9) {
+        world.entity_mut(joints[c.joint]).insert(ClothCollider {
+            shape: c.shape,
+            offset: c.offset,
+        });
+    }
+    world
+        .spawn(CharacterPlayer {
+            character,
+            clip,
+            joints,
+            ticks: 0,
+            scratch: pose,
+        })
+        .id()
+}
+
+/// Before S1: poses every [`CharacterPlayer`]'s joint entities at its clip's time
+/// (`ticks x ClothConfig::timestep`), then counts the tick.
+pub fn play_characters(
+    mut players: Query<&mut CharacterPlayer>,
+    mut joints: Query<(&mut Transform, &mut GlobalTransform)>,
+    config: Res<ClothConfig>,
+) {
+    for mut player in &mut players {
+        let player = &mut *player;
+        let t = (player.ticks as f64 * config.timestep) as f32;
+        player
+            .character
+            .joint_transforms(Some(player.clip), t, &mut player.scratch);
+        for (m, &e) in player.scratch.iter().zip(&player.joints) {
+            if let Ok((mut tr, mut gt)) = joints.get_mut(e) {
+                *tr = Transform::from_matrix(*m);
+                *gt = GlobalTransform::from(*m);
+            }
+        }
+        player.ticks += 1;
+    }
+}
+
+impl character::CapeLayout {
+    /// The cape's source mesh for a `Mesh3d` (positions and triangles).
+    pub fn mesh(&self) -> Mesh {
+        Mesh::new(
+            PrimitiveTopology::TriangleList,
+            RenderAssetUsages::default(),
+        )
+        .with_inserted_attribute(
+            Mesh::ATTRIBUTE_POSITION,
+            self.positions
+                .iter()
+                .map(|p| p.to_array())
+                .collect::<Vec<_>>(),
+        )
+        .with_inserted_indices(Indices::U32(self.indices.clone()))
+    }
+
+    /// Its pins on the joint entities `joints` (joint order, as in [`CharacterPlayer::joints`]).
+    pub fn cloth_pins(&self, joints: &[Entity]) -> Vec<ClothPin> {
+        self.pins
+            .iter()
+            .map(|&(vertex, joint, weight)| ClothPin {
+                vertex,
+                bone: joints[joint],
+                weight,
+            })
+            .collect()
     }
 }
