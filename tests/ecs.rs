@@ -324,3 +324,33 @@ fn demo_cape_sleeps_on_an_idle_character_and_wakes_when_it_moves() {
     let sim = world.get::<ClothSim>(demo.cape).unwrap();
     assert!(!sim.last_step.asleep && sim.last_step.substeps > 0);
 }
+
+/// A despawned bone's collider leaves the shared set on the next tick (its id reads no shape),
+/// while the other bone's collider stays.
+#[test]
+fn a_despawned_bone_collider_leaves_the_set() {
+    let (mut world, mut schedule) = world_and_schedule();
+    let shape = ColliderShape::Sphere { radius: 0.1 };
+    let bones: Vec<Entity> = (0..2)
+        .map(|k| {
+            world
+                .spawn((
+                    BonePose(Pose::new(DVec3::new(k as f64, 0.0, 0.0), DQuat::IDENTITY)),
+                    BoneCollider {
+                        shape,
+                        offset: Pose::IDENTITY,
+                    },
+                ))
+                .id()
+        })
+        .collect();
+    let live = |world: &World| {
+        let set = &world.resource::<ClothColliders>().set;
+        (0..set.len()).filter(|&id| set.shape(id).is_some()).count()
+    };
+    schedule.run(&mut world);
+    assert_eq!(live(&world), 2);
+    world.despawn(bones[0]);
+    schedule.run(&mut world);
+    assert_eq!(live(&world), 1);
+}

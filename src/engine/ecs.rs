@@ -316,14 +316,74 @@ impl ClothConfig {
 #[derive(Component, Debug, Clone, PartialEq)]
 pub struct ClothConfigOverride(pub ClothConfig);
 
-/// The kinematic bodies of this tick, gathered from [`BoneCollider`] entities.
+/// The kinematic bodies of this tick, gathered from collider entities ([`BoneCollider`], or an
+/// engine adapter's own component) by [`ClothColliders::begin_tick`], [`ClothColliders::pose`]
+/// per entity, then [`ClothColliders::end_tick`].
 #[derive(Resource, Debug, Default)]
 pub struct ClothColliders {
     /// The set every cloth collides with.
     pub set: ColliderSet,
     ids: HashMap<Entity, ColliderId>,
+    /// Entities posed this tick (sorted by `end_tick`).
+    seen: Vec<Entity>,
     /// Colliders skipped this tick because of bad data (entity and why).
     pub skipped: Vec<(Entity, String)>,
+}
+
+impl ClothColliders {
+    /// Starts a tick: the last frame's end poses become the start poses, and the skipped list
+    /// empties.
+    pub fn begin_tick(&mut self) {
+        self.set.finish_frame();
+        self.skipped.clear();
+        self.seen.clear();
+    }
+
+    /// Poses the collider of `entity` at `world` (adding it the first time the entity is seen).
+    /// A jump beyond `teleport_distance` teleports instead of sweeping. Bad data is skipped and
+    /// reported in [`ClothColliders::skipped`]; the collider keeps its last pose.
+    pub fn pose(
+        &mut self,
+        entity: Entity,
+        shape: ColliderShape,
+        world: Pose,
+        teleport_distance: f64,
+    ) {
+        self.seen.push(entity);
+        let result = match self.ids.get(&entity) {
+            Some(&id) => self.set.set_shape(id, shape).and_then(|_| {
+                let far = self
+                    .set
+                    .pose(id)
+                    .is_some_and(|p| p.translation.distance(world.translation) > teleport_distance);
+                if far {
+                    self.set.teleport(id, world)
+                } else {
+                    self.set.set_pose(id, world)
+                }
+            }),
+            None => self.set.add(shape, world).map(|id| {
+                self.ids.insert(entity, id);
+            }),
+        };
+        if let Err(e) = result {
+            self.skipped.push((entity, e.to_string()));
+        }
+    }
+
+    /// Ends the gathering: the colliders of entities not posed this tick (despawned, or no
+    /// longer carrying a collider) leave the set.
+    pub fn end_tick(&mut self) {
+        self.seen.sort_unstable();
+        let (seen, set) = (&self.seen, &mut self.set);
+        self.ids.retain(|e, id| {
+            let keep = seen.binary_search(e).is_ok();
+            if !keep {
+                let _ = set.remove(*id);
+            }
+            keep
+        });
+    }
 }
 
 /// The cloth systems' sets, run in this order.
@@ -419,42 +479,28 @@ pub fn init_cloth_resources(world: &mut World) {
     }
 }
 
-/// S1: poses the shared collider set from the bone colliders. New bones are added, bad data is
-/// skipped and reported in [`ClothColliders::skipped`] (the collider keeps its last pose). A
-/// bone that moved farther than [`ClothConfig::collider_teleport_distance`] in one tick is
-/// teleported rather than swept: a body swept 100 m through the cloth's new place would push
-/// every node it passes (measured in the soak: mean strain 285 % after a teleport).
+/// S1: poses the shared collider set from the bone colliders ([`ClothColliders::pose`]). New
+/// bones are added, bad data is skipped and reported in [`ClothColliders::skipped`] (the
+/// collider keeps its last pose), and a despawned bone's collider leaves the set. A bone that
+/// moved farther than [`ClothConfig::collider_teleport_distance`] in one tick is teleported
+/// rather than swept: a body swept 100 m through the cloth's new place would push every node it
+/// passes (measured in the soak: mean strain 285 % after a teleport).
 pub fn gather_colliders(
     bones: Query<(Entity, &BonePose, &BoneCollider)>,
     config: Res<ClothConfig>,
     mut colliders: ResMut<ClothColliders>,
 ) {
-    let c = &mut *colliders;
-    c.set.finish_frame();
-    c.skipped.clear();
-    let jump = config.collider_teleport_distance;
+    colliders.begin_tick();
     for (entity, pose, collider) in &bones {
         let world = pose.0.mul(&collider.offset);
-        let result = match c.ids.get(&entity) {
-            Some(&id) => c.set.set_shape(id, collider.shape).and_then(|_| {
-                let far = c
-                    .set
-                    .pose(id)
-                    .is_some_and(|p| p.translation.distance(world.translation) > jump);
-                if far {
-                    c.set.teleport(id, world)
-                } else {
-                    c.set.set_pose(id, world)
-                }
-            }),
-            None => c.set.add(collider.shape, world).map(|id| {
-                c.ids.insert(entity, id);
-            }),
-        };
-        if let Err(e) = result {
-            c.skipped.push((entity, e.to_string()));
-        }
+        colliders.pose(
+            entity,
+            collider.shape,
+            world,
+            config.collider_teleport_distance,
+        );
     }
+    colliders.end_tick();
 }
 
 /// S1: drives attached cloths from their bones' poses (pin targets, teleports, inertia).

@@ -74,7 +74,9 @@ pub struct Clip {
     pub name: String,
     /// Its length in seconds (the last keyframe).
     pub duration: f32,
+    /// Sorted by node; node `i`'s channels are `channels[starts[i]..starts[i + 1]]`.
     channels: Vec<Channel>,
+    starts: Vec<u32>,
 }
 
 /// A node's rest transform and parent.
@@ -315,10 +317,15 @@ impl Character {
                 .iter()
                 .filter_map(|c| c.times.last().copied())
                 .fold(0.0f32, f32::max);
+            channels.sort_by_key(|c| c.node);
+            let starts = (0..=count)
+                .map(|i| channels.partition_point(|c| c.node < i) as u32)
+                .collect();
             clips.push(Clip {
                 name: a.name().map_or_else(|| format!("#{k}"), str::to_string),
                 duration,
                 channels,
+                starts,
             });
         }
         Ok(Self {
@@ -374,38 +381,40 @@ impl Character {
     /// the shorter arc), step keys hold, cubic-spline keys are taken linearly through their
     /// values.
     pub fn joint_transforms(&self, clip: Option<usize>, t: f32, out: &mut Vec<Mat4>) {
-        let mut local: Vec<(Vec3, Quat, Vec3)> = self
-            .nodes
-            .iter()
-            .map(|n| (n.translation, n.rotation, n.scale))
-            .collect();
-        if let Some(c) = clip.and_then(|c| self.clips.get(c)) {
-            let t = if c.duration > 0.0 {
-                t.rem_euclid(c.duration)
-            } else {
-                0.0
-            };
-            for ch in &c.channels {
-                let v = sample(ch, t);
-                let l = &mut local[ch.node];
-                match ch.part {
-                    Part::Translation => l.0 = v.truncate(),
-                    Part::Rotation => l.1 = Quat::from_vec4(v).normalize(),
-                    Part::Scale => l.2 = v.truncate(),
+        let clip = clip.and_then(|c| self.clips.get(c));
+        let t = match clip {
+            Some(c) if c.duration > 0.0 => t.rem_euclid(c.duration),
+            _ => 0.0,
+        };
+        // Every node's world transform in `out[..n]` (parents first), then the joints' appended
+        // and the nodes' drained: no allocation once `out` has grown.
+        let n = self.nodes.len();
+        out.clear();
+        out.resize(n, Mat4::IDENTITY);
+        for &i in &self.order {
+            let node = &self.nodes[i];
+            let (mut tr, mut rot, mut scale) = (node.translation, node.rotation, node.scale);
+            if let Some(c) = clip {
+                let range = c.starts[i] as usize..c.starts[i + 1] as usize;
+                for ch in &c.channels[range] {
+                    let v = sample(ch, t);
+                    match ch.part {
+                        Part::Translation => tr = v.truncate(),
+                        Part::Rotation => rot = Quat::from_vec4(v).normalize(),
+                        Part::Scale => scale = v.truncate(),
+                    }
                 }
             }
-        }
-        let mut global = vec![Mat4::IDENTITY; self.nodes.len()];
-        for &i in &self.order {
-            let (t, r, s) = local[i];
-            let m = Mat4::from_scale_rotation_translation(s, r, t);
-            global[i] = match self.nodes[i].parent {
-                Some(p) => global[p] * m,
+            let m = Mat4::from_scale_rotation_translation(scale, rot, tr);
+            out[i] = match node.parent {
+                Some(p) => out[p] * m,
                 None => m,
             };
         }
-        out.clear();
-        out.extend(self.joints.iter().map(|&n| global[n]));
+        for &j in &self.joints {
+            out.push(out[j]);
+        }
+        out.drain(..n);
     }
 
     /// Linear blend skinning: each vertex of the mesh at the joints' world transforms `joints`

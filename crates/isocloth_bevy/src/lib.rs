@@ -103,7 +103,6 @@ impl Default for IsoclothPlugin {
 impl Plugin for IsoclothPlugin {
     fn build(&self, app: &mut App) {
         init_cloth_resources(app.world_mut());
-        app.init_resource::<ColliderEntities>();
         if self.set_fixed_timestep {
             let dt = app.world().resource::<ClothConfig>().timestep;
             app.insert_resource(Time::<Fixed>::from_seconds(dt));
@@ -285,18 +284,15 @@ impl ClothCollider {
     }
 }
 
-/// Which collider of [`ClothColliders`] each [`ClothCollider`] entity owns.
-#[derive(Resource, Debug, Default)]
-pub struct ColliderEntities {
-    ids: HashMap<Entity, isocloth::ColliderId>,
-    seen: Vec<Entity>,
+/// The rotation and translation of `t` as a pose (scale dropped), finite or not.
+fn rigid_pose(t: &GlobalTransform) -> Pose {
+    let (_, r, p) = t.to_scale_rotation_translation();
+    Pose::new(p.as_dvec3(), r.as_dquat().normalize())
 }
 
 /// The rotation and translation of `t` as a pose (scale dropped); `None` if not finite.
 pub fn pose_of(t: &GlobalTransform) -> Option<Pose> {
-    let (_, r, p) = t.to_scale_rotation_translation();
-    let pose = Pose::new(p.as_dvec3(), r.as_dquat().normalize());
-    pose.is_valid().then_some(pose)
+    Some(rigid_pose(t)).filter(Pose::is_valid)
 }
 
 /// S1: builds the cloth of every [`SimulatedCloth`] whose mesh asset has loaded (see there).
@@ -521,59 +517,27 @@ fn to_local(transform: &GlobalTransform, positions: &mut [Vec3], normals: &mut [
     }
 }
 
-/// S1: poses the shared collider set from the [`ClothCollider`] entities' `GlobalTransform`s;
-/// a new entity adds a collider, a despawned one (or one that lost the component) removes it.
-/// Bad data is skipped and reported in [`ClothColliders::skipped`] (the collider keeps its
-/// last pose); a jump beyond [`ClothConfig::collider_teleport_distance`] teleports.
+/// S1: poses the shared collider set from the [`ClothCollider`] entities' `GlobalTransform`s
+/// ([`ClothColliders::pose`]): a new entity adds a collider, a despawned one (or one that lost
+/// the component) removes it. Bad data (a non-finite transform) is skipped and reported in
+/// [`ClothColliders::skipped`] (the collider keeps its last pose); a jump beyond
+/// [`ClothConfig::collider_teleport_distance`] teleports.
 pub fn gather_colliders(
     entities: Query<(Entity, &GlobalTransform, &ClothCollider)>,
     config: Res<ClothConfig>,
     mut colliders: ResMut<ClothColliders>,
-    mut owned: ResMut<ColliderEntities>,
 ) {
-    let c = &mut *colliders;
-    let owned = &mut *owned;
-    c.set.finish_frame();
-    c.skipped.clear();
-    owned.seen.clear();
-    let jump = config.collider_teleport_distance;
+    colliders.begin_tick();
     for (entity, transform, collider) in &entities {
-        owned.seen.push(entity);
-        let Some(pose) = pose_of(transform) else {
-            c.skipped
-                .push((entity, "non-finite GlobalTransform".to_string()));
-            continue;
-        };
-        let world = pose.mul(&collider.offset);
-        let result = match owned.ids.get(&entity) {
-            Some(&id) => c.set.set_shape(id, collider.shape).and_then(|_| {
-                let far = c
-                    .set
-                    .pose(id)
-                    .is_some_and(|p| p.translation.distance(world.translation) > jump);
-                if far {
-                    c.set.teleport(id, world)
-                } else {
-                    c.set.set_pose(id, world)
-                }
-            }),
-            None => c.set.add(collider.shape, world).map(|id| {
-                owned.ids.insert(entity, id);
-            }),
-        };
-        if let Err(e) = result {
-            c.skipped.push((entity, e.to_string()));
-        }
+        let world = rigid_pose(transform).mul(&collider.offset);
+        colliders.pose(
+            entity,
+            collider.shape,
+            world,
+            config.collider_teleport_distance,
+        );
     }
-    owned.seen.sort_unstable();
-    let seen = &owned.seen;
-    owned.ids.retain(|e, id| {
-        let keep = seen.binary_search(e).is_ok();
-        if !keep {
-            let _ = c.set.remove(*id);
-        }
-        keep
-    });
+    colliders.end_tick();
 }
 
 /// S1: pinned vertices follow their bones. A bone that is despawned or has a non-finite
