@@ -126,7 +126,14 @@ fn chosen_candidate_fits_and_is_not_dominated_and_its_preset_round_trips() {
         );
     }
     assert!(choice.frontier.contains(&choice.chosen) || !choice.frontier.is_empty());
-    let ron = tuning::preset_ron("handheld", chosen, "small", budget, 0.35, &rule);
+    let ron = tuning::preset_ron(
+        "handheld",
+        chosen,
+        "scenario \"small\"",
+        budget,
+        0.35,
+        &rule,
+    );
     let p = BudgetPreset::from_ron(&ron).unwrap();
     let c = chosen.candidate();
     assert_eq!(
@@ -299,4 +306,123 @@ fn tune_writes_a_preset_that_loads() {
     );
     let p = BudgetPreset::from_ron(&std::fs::read_to_string(&out).unwrap()).unwrap();
     assert_eq!(p.name, "small");
+}
+
+/// A check scenario's run, taken into a candidate's record, makes the rule see the worse of
+/// the two runs' max strain, mean strain and penetration (NaN if either is), and the rollbacks
+/// and non-finite frames of both, while the trajectory stays the primary run's (exactly).
+#[test]
+fn a_check_run_makes_the_rule_see_the_worst_figures() {
+    let primary = RunRecord {
+        centre_of_mass: vec![DVec3::X, DVec3::Y],
+        max_strain: 0.05,
+        mean_strain: 0.004,
+        penetration_m: 2e-4,
+        rollbacks: 1,
+        non_finite_frames: 0,
+    };
+    let check = RunRecord {
+        centre_of_mass: vec![DVec3::Z; 7],
+        max_strain: 0.3,
+        mean_strain: 0.001,
+        penetration_m: 1e-3,
+        rollbacks: 2,
+        non_finite_frames: 1,
+    };
+    let mut r = primary.clone();
+    r.absorb_check(&check);
+    assert_eq!(r.centre_of_mass, primary.centre_of_mass);
+    assert_eq!((r.max_strain, r.mean_strain), (0.3, 0.004));
+    assert_eq!(r.penetration_m, 1e-3);
+    assert_eq!((r.rollbacks, r.non_finite_frames), (3, 1));
+    let mut nan = primary.clone();
+    nan.absorb_check(&RunRecord {
+        max_strain: f64::NAN,
+        ..check.clone()
+    });
+    assert!(nan.max_strain.is_nan());
+    assert!(!Rule::default().admits(&Figures::new(
+        Candidate::reference(),
+        &nan,
+        &[0.1],
+        &Reference::from_runs(&[], &[], 1.0),
+        1.0
+    )));
+}
+
+/// `tune --check`: the candidates are also run on the check scenario, so the chosen
+/// candidate's reported max strain is at least the check scenario's own at that budget (to the
+/// comment's four decimals; the check here is a sheet dropped on a thin bar), the preset's
+/// comment names the check, and a check file that does not load is one `error:` line.
+#[test]
+fn tune_checks_candidates_on_the_check_scenarios() {
+    let small = scratch("small3.ron", SMALL);
+    let bar = scratch(
+        "bar.ron",
+        r#"(
+            name: "bar",
+            mesh: Rectangle(width: 0.4, height: 0.4, cells_x: 6, cells_y: 6),
+            placement: (translation: (-0.2, 0.12, 0.2), rotation_deg: (-90.0, 0.0, 0.0)),
+            colliders: [(shape: Capsule(half_height: 0.3, radius: 0.03),
+                         motion: Static(translation: (0.0, 0.0, 0.0), rotation_deg: (0.0, 0.0, 90.0)))],
+            frames: 30,
+        )"#,
+    );
+    let out = small.with_extension("checked.ron");
+    let s = |v: &[&str]| v.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+    let args = s(&[
+        small.to_str().unwrap(),
+        "--check",
+        bar.to_str().unwrap(),
+        "--ms",
+        "1000",
+        "--frames",
+        "20",
+        "--timing-frames",
+        "5",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let mut err = Vec::new();
+    assert_eq!(
+        tune::tune(&args, &mut err),
+        0,
+        "{}",
+        String::from_utf8_lossy(&err)
+    );
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        text.contains("checked on") && text.contains("bar.ron"),
+        "{text}"
+    );
+    let preset = BudgetPreset::from_ron(&text).unwrap();
+    let reported: f64 = text
+        .split("Figures:")
+        .nth(1)
+        .and_then(|t| t.split("max strain ").nth(1))
+        .and_then(|t| t.split(',').next())
+        .and_then(|t| t.trim().parse().ok())
+        .expect("the comment gives the max strain");
+    let mut check = scenario::load(&std::fs::read_to_string(&bar).unwrap(), ".".as_ref()).unwrap();
+    check.set_budget(preset).unwrap();
+    let (_, _, sum) = check.run(None).unwrap();
+    assert!(
+        reported >= sum.max_strain - 5e-5,
+        "reported {reported}, check alone {}",
+        sum.max_strain
+    );
+    let mut err = Vec::new();
+    let bad = s(&[
+        small.to_str().unwrap(),
+        "--check",
+        "/nonexistent/check.ron",
+        "--ms",
+        "1",
+    ]);
+    assert_eq!(tune::tune(&bad, &mut err), 1);
+    let err = String::from_utf8(err).unwrap();
+    assert!(
+        err.lines().count() == 1 && err.contains("/nonexistent/check.ron"),
+        "{err}"
+    );
 }

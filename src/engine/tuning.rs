@@ -125,6 +125,29 @@ pub struct RunRecord {
     pub non_finite_frames: u32,
 }
 
+impl RunRecord {
+    /// Takes in a run of the same candidate on a check scenario (`tune --check`): the rule then
+    /// sees the worst max strain, mean strain and penetration of either run and the rollbacks
+    /// and non-finite frames of both. The trajectory stays this run's: the error is measured on
+    /// the scenario the reference was run on.
+    pub fn absorb_check(&mut self, check: &RunRecord) {
+        self.max_strain = worst(self.max_strain, check.max_strain);
+        self.mean_strain = worst(self.mean_strain, check.mean_strain);
+        self.penetration_m = worst(self.penetration_m, check.penetration_m);
+        self.rollbacks += check.rollbacks;
+        self.non_finite_frames += check.non_finite_frames;
+    }
+}
+
+/// The larger of `a` and `b`, NaN if either is (a NaN figure fails the rule).
+fn worst(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.max(b)
+    }
+}
+
 /// Frames before the centres of mass `a` and `b` first differ by more than 1 % of `size` (all
 /// of the shorter run if they never do).
 pub fn converged_frames(a: &[DVec3], b: &[DVec3], size: f64) -> usize {
@@ -461,11 +484,12 @@ pub fn choose(figures: &[Figures], budget_ms: f64, rule: &Rule) -> Result<Choice
 
 /// The chosen candidate as a budget preset in RON (what `BudgetPreset::from_ron` and the files
 /// under `presets/` read), headed by comments naming the scenario, the budget, the speed factor,
-/// the rule and the figures it was chosen on.
+/// the rule and the figures it was chosen on. `on` says what it was chosen on, as the comment
+/// should read after "on" (`tune` writes `scenario "cape_run", checked on scenarios/drop_bar.ron`).
 pub fn preset_ron(
     name: &str,
     f: &Figures,
-    scenario: &str,
+    on: &str,
     budget_ms: f64,
     speed: f64,
     rule: &Rule,
@@ -476,7 +500,7 @@ pub fn preset_ron(
         FrameStat::P99 => "99th percentile",
     };
     format!(
-        "// Chosen by `tune` on scenario \"{scenario}\" for {budget_ms} ms a frame ({fit} frame fits),\n\
+        "// Chosen by `tune` on {on} for {budget_ms} ms a frame ({fit} frame fits),\n\
          // device speed {speed} x this machine; rule: no rollback, max strain <= {}, penetration <= {} m,\n\
          // then least trajectory error. Figures: frame {:.3} ms median / {:.3} ms p99, max strain {:.4},\n\
          // mean strain {:.5}, penetration {:.2e} m, trajectory error {:.4} of the cloth's size.\n\
