@@ -14,7 +14,8 @@
 //!   must survive besides the one it is timed and judged on, such as `scenarios/drop_bar.ron`
 //!   (a sheet dropped on a forearm-sized bar) or `scenarios/limb_sweep.ron`. The rule then sees
 //!   each candidate's worst max strain, mean strain and penetration over all the scenarios and
-//!   the rollbacks of all; frame times and the trajectory error stay the first scenario's.
+//!   the rollbacks of all; frame times and the trajectory error stay the first scenario's, and
+//!   `--frames` cuts only the first scenario.
 //! - `--speed`: the device's speed relative to this machine (default 1); measured times are
 //!   divided by it. Measure it with `--calibrate` on both: the factor is this machine's time
 //!   over the device's.
@@ -34,11 +35,12 @@
 //! Prints the candidates (in budget, on the Pareto frontier of frame time, max strain and
 //! trajectory error, chosen), writes a plot (`target/isocloth/tune/NAME.png`: frame time against
 //! max strain and against trajectory error, the budget as a line, the choice ringed) and the
-//! preset. The last stdout line is one JSON object: `scenario`, `budget_ms`, `speed`, `rule`,
-//! `reference` (`window_frames`, `window_seconds`), `candidates` (per candidate `label`,
-//! `substeps`, `iterations`, `frame_ms_median`, `frame_ms_p99`, `max_strain`, `mean_strain`,
-//! `penetration_m`, `trajectory_error`, `rollbacks`, `in_budget`, `frontier`), `chosen`, `plot`,
-//! `preset`. Errors print one `error:` line and exit with status 1.
+//! preset. The last stdout line is one JSON object: `scenario`, `checks` (the check files),
+//! `budget_ms`, `speed`, `rule`, `reference` (`window_frames`, `window_seconds`), `candidates`
+//! (per candidate `label`, `substeps`, `iterations`, `frame_ms_median`, `frame_ms_p99`,
+//! `max_strain`, `mean_strain`, `penetration_m`, `trajectory_error`, `rollbacks`, `in_budget`,
+//! `frontier`), `chosen`, `plot`, `preset`. Errors print one `error:` line and exit with
+//! status 1.
 
 #[path = "common/plot.rs"]
 mod plot;
@@ -411,6 +413,7 @@ fn run(args: &[String]) -> Result<(), Box<dyn Error>> {
         "{}",
         json!({
             "scenario": name,
+            "checks": checks.iter().map(|c| c.path.display().to_string()).collect::<Vec<_>>(),
             "budget_ms": budget,
             "speed": args.speed,
             "rule": args.rule,

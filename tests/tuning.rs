@@ -176,21 +176,42 @@ fn without_a_reference_window_the_least_strain_wins() {
 }
 
 /// A budget no candidate fits, and candidates that fit but all tear, are errors that name the
-/// cheapest candidate or the least strained one; a bad budget or bound is refused.
+/// cheapest candidate or the least strained one, and the cheapest candidate the rule admits at
+/// any time (the budget it would take); a bad budget or bound is refused.
 #[test]
 fn impossible_budgets_are_errors() {
-    let f = vec![fig(0.2, 0.5, 0.1, 0), fig(0.4, 0.3, 0.1, 0)];
+    let f = vec![
+        fig(0.2, 0.5, 0.1, 0),
+        fig(0.4, 0.3, 0.1, 0),
+        fig(2.0, 0.05, 0.1, 1),
+        fig(3.0, 0.05, 0.2, 0),
+    ];
     let rule = Rule::default();
-    assert!(matches!(
-        tuning::choose(&f, 0.1, &rule),
-        Err(TuneError::NoneInBudget { .. })
-    ));
+    match tuning::choose(&f, 0.1, &rule) {
+        Err(TuneError::NoneInBudget {
+            cheapest_ms,
+            meets_rule,
+            ..
+        }) => {
+            assert_eq!(cheapest_ms, 0.2);
+            assert_eq!(meets_rule, "1x1 lg at 3.000 ms");
+        }
+        other => panic!("{other:?}"),
+    }
     match tuning::choose(&f, 1.0, &rule) {
         Err(TuneError::NoneMeetsRule {
             fitting: 2,
             best_strain,
+            meets_rule,
             ..
-        }) => assert_eq!(best_strain, 0.3),
+        }) => {
+            assert_eq!(best_strain, 0.3);
+            assert_eq!(meets_rule, "1x1 lg at 3.000 ms");
+        }
+        other => panic!("{other:?}"),
+    }
+    match tuning::choose(&f[..2], 1.0, &rule) {
+        Err(TuneError::NoneMeetsRule { meets_rule, .. }) => assert_eq!(meets_rule, "none does"),
         other => panic!("{other:?}"),
     }
     assert!(tuning::choose(&f, f64::NAN, &rule).is_err());

@@ -365,7 +365,7 @@ pub struct Choice {
 pub enum TuneError {
     /// No candidate's frame fits the budget.
     #[error(
-        "no candidate fits {budget_ms} ms a frame: the cheapest, {cheapest}, takes {cheapest_ms:.3} ms"
+        "no candidate fits {budget_ms} ms a frame: the cheapest, {cheapest}, takes {cheapest_ms:.3} ms; the cheapest that meets the rule: {meets_rule}"
     )]
     NoneInBudget {
         /// The budget (ms).
@@ -374,10 +374,13 @@ pub enum TuneError {
         cheapest: String,
         /// Its frame time (ms, on the device).
         cheapest_ms: f64,
+        /// The cheapest candidate that meets the rule at any frame time, as `LABEL at MS ms`
+        /// (the budget it needs), or `none does`.
+        meets_rule: String,
     },
     /// Candidates fit, but none meets the rule.
     #[error(
-        "{fitting} candidates fit {budget_ms} ms a frame but none meets the rule (no rollback, max strain <= {max_strain}, penetration <= {max_penetration_m} m); the least strained is {best} at {best_strain:.4}"
+        "{fitting} candidates fit {budget_ms} ms a frame but none meets the rule (no rollback, max strain <= {max_strain}, penetration <= {max_penetration_m} m); the least strained is {best} at {best_strain:.4}; the cheapest that meets the rule: {meets_rule}"
     )]
     NoneMeetsRule {
         /// The budget (ms).
@@ -392,6 +395,9 @@ pub enum TuneError {
         best: String,
         /// Its max strain.
         best_strain: f64,
+        /// The cheapest candidate that meets the rule at any frame time, as `LABEL at MS ms`
+        /// (the budget it needs), or `none does`.
+        meets_rule: String,
     },
     /// A number out of range.
     #[error("{name}: {reason}")]
@@ -437,6 +443,20 @@ pub fn choose(figures: &[Figures], budget_ms: f64, rule: &Rule) -> Result<Choice
     let in_budget: Vec<usize> = (0..figures.len())
         .filter(|&i| rule.frame_ms(&figures[i]) <= budget_ms)
         .collect();
+    // What a budget would need: the cheapest candidate the rule admits, whatever its time.
+    let meets_rule = (0..figures.len())
+        .filter(|&i| rule.admits(&figures[i]))
+        .min_by(|&a, &b| {
+            rule.frame_ms(&figures[a])
+                .total_cmp(&rule.frame_ms(&figures[b]))
+        })
+        .map_or("none does".into(), |i| {
+            format!(
+                "{} at {:.3} ms",
+                figures[i].label,
+                rule.frame_ms(&figures[i])
+            )
+        });
     if in_budget.is_empty() {
         let cheapest = (0..figures.len()).min_by(|&a, &b| {
             rule.frame_ms(&figures[a])
@@ -446,6 +466,7 @@ pub fn choose(figures: &[Figures], budget_ms: f64, rule: &Rule) -> Result<Choice
             budget_ms,
             cheapest: cheapest.map_or("none".into(), |i| figures[i].label.clone()),
             cheapest_ms: cheapest.map_or(f64::NAN, |i| rule.frame_ms(&figures[i])),
+            meets_rule,
         });
     }
     let chosen = in_budget
@@ -472,6 +493,7 @@ pub fn choose(figures: &[Figures], budget_ms: f64, rule: &Rule) -> Result<Choice
             max_penetration_m: rule.max_penetration_m,
             best: figures[best].label.clone(),
             best_strain: figures[best].max_strain,
+            meets_rule,
         });
     };
     let frontier = frontier(figures, &in_budget, rule);
