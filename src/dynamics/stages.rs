@@ -5,7 +5,7 @@
 use glam::DVec3;
 
 use crate::cloth::Cloth;
-use crate::factor::{Lane4, Lane4f, PadLanes, SolveLanes};
+use crate::factor::{FactorPrecision, Lane4, Lane4f, PadLanes, SolveLanes};
 use crate::model::ClothModel;
 use crate::solver::Scratch;
 
@@ -15,6 +15,8 @@ pub struct Stages {
     x: Vec<DVec3>,
     scratch: Scratch,
     rhs: SolveLanes,
+    /// The right-hand side every [`Self::global_solve`] starts from.
+    rhs0: SolveLanes,
 }
 
 impl Stages {
@@ -28,7 +30,7 @@ impl Stages {
             .rhs_const
             .resize(model.mesh.node_count(), DVec3::ZERO);
         let free = cloth.positions().iter().take(model.free_nodes.len());
-        let rhs = SolveLanes {
+        let rhs0 = SolveLanes {
             double: free.clone().map(|&p| Lane4::from_vec(p)).collect(),
             single: free.map(|&p| Lane4f::from_vec(p)).collect(),
         };
@@ -36,7 +38,11 @@ impl Stages {
             x: cloth.positions().to_vec(),
             model,
             scratch,
-            rhs,
+            rhs: SolveLanes {
+                double: rhs0.double.clone(),
+                single: rhs0.single.clone(),
+            },
+            rhs0,
         }
     }
 
@@ -46,13 +52,20 @@ impl Stages {
         crate::solver::project_and_assemble(&self.model, &self.x, &mut self.scratch);
     }
 
-    /// One global solve (the model's factor, three right-hand sides).
+    /// One global solve (the model's factor, three right-hand sides), from the same right-hand
+    /// side each time (the cloth's free positions), copied in first. Solving in place again and
+    /// again would shrink the values by `A^-1` (eigenvalues below 1 here) into subnormal numbers
+    /// and then zeros, which the solve does not meet in a frame.
     pub fn global_solve(&mut self) {
         let (Some(symbolic), Some(factor)) =
             (self.model.symbolic.as_ref(), self.model.factor.as_ref())
         else {
             return;
         };
+        match factor.precision() {
+            FactorPrecision::Double => self.rhs.double.copy_from_slice(&self.rhs0.double),
+            FactorPrecision::Single => self.rhs.single.copy_from_slice(&self.rhs0.single),
+        }
         factor.solve_lanes(symbolic, &mut self.rhs);
     }
 
