@@ -317,8 +317,7 @@ impl ClothConfig {
 pub struct ClothConfigOverride(pub ClothConfig);
 
 /// The kinematic bodies of this tick, gathered from collider entities ([`BoneCollider`], or an
-/// engine adapter's own component) by [`ClothColliders::begin_tick`], [`ClothColliders::pose`]
-/// per entity, then [`ClothColliders::end_tick`].
+/// engine adapter's own component) by [`ClothColliders::gather`].
 #[derive(Resource, Debug, Default)]
 pub struct ClothColliders {
     /// The set every cloth collides with.
@@ -331,24 +330,34 @@ pub struct ClothColliders {
 }
 
 impl ClothColliders {
+    /// This tick's colliders, one `(entity, shape, world pose)` per collider entity: the last
+    /// tick's end poses become the start poses; each entity's collider is added the first time
+    /// it is seen, then posed (teleported instead of swept when it jumps farther than
+    /// `teleport_distance`); bad data is skipped and reported in [`ClothColliders::skipped`]
+    /// (the collider keeps its last pose); the colliders of entities not seen this tick
+    /// (despawned, or no longer carrying a collider) leave the set.
+    pub fn gather(
+        &mut self,
+        colliders: impl IntoIterator<Item = (Entity, ColliderShape, Pose)>,
+        teleport_distance: f64,
+    ) {
+        self.begin_tick();
+        for (entity, shape, world) in colliders {
+            self.pose(entity, shape, world, teleport_distance);
+        }
+        self.end_tick();
+    }
+
     /// Starts a tick: the last frame's end poses become the start poses, and the skipped list
     /// empties.
-    pub fn begin_tick(&mut self) {
+    fn begin_tick(&mut self) {
         self.set.finish_frame();
         self.skipped.clear();
         self.seen.clear();
     }
 
     /// Poses the collider of `entity` at `world` (adding it the first time the entity is seen).
-    /// A jump beyond `teleport_distance` teleports instead of sweeping. Bad data is skipped and
-    /// reported in [`ClothColliders::skipped`]; the collider keeps its last pose.
-    pub fn pose(
-        &mut self,
-        entity: Entity,
-        shape: ColliderShape,
-        world: Pose,
-        teleport_distance: f64,
-    ) {
+    fn pose(&mut self, entity: Entity, shape: ColliderShape, world: Pose, teleport_distance: f64) {
         self.seen.push(entity);
         let result = match self.ids.get(&entity) {
             Some(&id) => self.set.set_shape(id, shape).and_then(|_| {
@@ -371,9 +380,8 @@ impl ClothColliders {
         }
     }
 
-    /// Ends the gathering: the colliders of entities not posed this tick (despawned, or no
-    /// longer carrying a collider) leave the set.
-    pub fn end_tick(&mut self) {
+    /// Ends the gathering: the colliders of entities not posed this tick leave the set.
+    fn end_tick(&mut self) {
         self.seen.sort_unstable();
         let (seen, set) = (&self.seen, &mut self.set);
         self.ids.retain(|e, id| {
@@ -490,17 +498,12 @@ pub fn gather_colliders(
     config: Res<ClothConfig>,
     mut colliders: ResMut<ClothColliders>,
 ) {
-    colliders.begin_tick();
-    for (entity, pose, collider) in &bones {
-        let world = pose.0.mul(&collider.offset);
-        colliders.pose(
-            entity,
-            collider.shape,
-            world,
-            config.collider_teleport_distance,
-        );
-    }
-    colliders.end_tick();
+    colliders.gather(
+        bones
+            .iter()
+            .map(|(entity, pose, c)| (entity, c.shape, pose.0.mul(&c.offset))),
+        config.collider_teleport_distance,
+    );
 }
 
 /// S1: drives attached cloths from their bones' poses (pin targets, teleports, inertia).

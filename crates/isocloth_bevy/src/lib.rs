@@ -527,17 +527,12 @@ pub fn gather_colliders(
     config: Res<ClothConfig>,
     mut colliders: ResMut<ClothColliders>,
 ) {
-    colliders.begin_tick();
-    for (entity, transform, collider) in &entities {
-        let world = rigid_pose(transform).mul(&collider.offset);
-        colliders.pose(
-            entity,
-            collider.shape,
-            world,
-            config.collider_teleport_distance,
-        );
-    }
-    colliders.end_tick();
+    colliders.gather(
+        entities
+            .iter()
+            .map(|(entity, t, c)| (entity, c.shape, rigid_pose(t).mul(&c.offset))),
+        config.collider_teleport_distance,
+    );
 }
 
 /// S1: pinned vertices follow their bones. A bone that is despawned or has a non-finite
