@@ -81,7 +81,9 @@
 //! between seeds is not a verdict on the method.
 //! `--scene` picks the scene of that exact name, or else every scene whose name contains it
 //! (`--scene a-capsule` runs scene a, `--scene mu0.8` every scene at friction 0.8);
-//! `--preset` is `mobile`, `console` or `desktop`. Both default to everything. The whole
+//! `--preset` is `mobile`, `console` or `desktop`, or a preset file (`FILE.ron`, as `tune`
+//! writes them) whose budget then forms the only column, under the file's name (a file named
+//! `console` is also held to the console checks). Both default to everything. The whole
 //! gallery (78 cells) takes about 2 minutes on two busy cores.
 
 #[path = "common/cape_scene.rs"]
@@ -1040,7 +1042,7 @@ fn parse_args() -> Result<Args, Box<dyn Error>> {
             }
             "-h" | "--help" => {
                 println!(
-                    "usage: contact_gallery [--scene NAME-OR-SUBSTRING] [--preset mobile|console|desktop] [--seeds N]"
+                    "usage: contact_gallery [--scene NAME-OR-SUBSTRING] [--preset mobile|console|desktop|FILE.ron] [--seeds N]"
                 );
                 std::process::exit(0);
             }
@@ -1060,14 +1062,21 @@ fn main() -> Result<(), Box<dyn Error>> {
         }
         Some(f) => all.iter().filter(|s| s.name.contains(f.as_str())).collect(),
     };
-    let presets: Vec<BudgetPreset> = [
-        BudgetPreset::mobile(),
-        BudgetPreset::console(),
-        BudgetPreset::desktop(),
-    ]
-    .into_iter()
-    .filter(|p| args.preset.as_ref().is_none_or(|n| &p.name == n))
-    .collect();
+    let presets: Vec<BudgetPreset> = match &args.preset {
+        // A preset file (for example one `tune` wrote): its budget under its own name.
+        Some(f) if f.ends_with(".ron") => {
+            let text = std::fs::read_to_string(f).map_err(|e| format!("{f}: {e}"))?;
+            vec![BudgetPreset::from_ron(&text).map_err(|e| format!("{f}: {e}"))?]
+        }
+        _ => [
+            BudgetPreset::mobile(),
+            BudgetPreset::console(),
+            BudgetPreset::desktop(),
+        ]
+        .into_iter()
+        .filter(|p| args.preset.as_ref().is_none_or(|n| &p.name == n))
+        .collect(),
+    };
     if scenes.is_empty() || presets.is_empty() {
         return Err("no scene or no preset matches the filter".into());
     }
