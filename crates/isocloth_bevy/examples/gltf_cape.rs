@@ -5,7 +5,9 @@
 //!     [--preset mobile|console|desktop] [--seconds S]
 //! ```
 //!
-//! The character's clip plays at 60 Hz on one bone entity per skin joint (their
+//! The character is a `.glb` or a `.gltf` (buffers beside it or embedded); every skinned mesh
+//! of the file is read, so a body split into parts gets capsules on every part. The character's
+//! clip plays at 60 Hz on one bone entity per skin joint (their
 //! `GlobalTransform`s set from the clip each fixed tick, before the cloth systems). Collision
 //! capsules are fitted to the joints from the skin weights
 //! ([`Character::fit_capsules`](isocloth_bevy::character::Character::fit_capsules)); a cape
@@ -98,8 +100,9 @@ fn args() -> Result<Args, String> {
         }
     }
     Ok(Args {
-        file: file
-            .ok_or("usage: gltf_cape FILE.glb [--clip NAME] [--preset NAME] [--seconds S]")?,
+        file: file.ok_or(
+            "usage: gltf_cape FILE.glb|FILE.gltf [--clip NAME] [--preset NAME] [--seconds S]",
+        )?,
         clip,
         preset,
         seconds,
@@ -115,8 +118,7 @@ fn main() {
 
 fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args = args()?;
-    let bytes = std::fs::read(&args.file).map_err(|e| format!("{}: {e}", args.file))?;
-    let character = Character::from_glb(&bytes)?;
+    let character = Character::from_file(&args.file).map_err(|e| format!("{}: {e}", args.file))?;
     let clip = character.clip(args.clip.as_deref())?;
     let cape_joints = character.cape_joints()?;
     let capsules = character.fit_capsules(30, 0.9);

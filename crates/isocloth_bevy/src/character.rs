@@ -1,5 +1,6 @@
-//! A skinned, animated character from a binary glTF (`.glb`, read with the `gltf` crate): its
-//! joints' world transforms at any time of a clip, linear blend skinning of its mesh, collision
+//! A skinned, animated character from a glTF file (`.glb`, or `.gltf` with its buffers beside it
+//! or embedded; read with the `gltf` crate): its joints' world transforms at any time of a clip,
+//! linear blend skinning of every skinned mesh in the file, collision
 //! capsules fitted to its joints from the skin weights, and the joints a cape hangs from.
 //!
 //! Engine-free: plain `glam` data in, plain data out. The `gltf_cape` example drives bone
@@ -13,15 +14,65 @@ use gltf::animation::util::ReadOutputs;
 use isocloth::{ColliderShape, Pose};
 use thiserror::Error;
 
-/// A `.glb` that cannot drive a cape.
+/// A glTF character that cannot drive a cape.
 #[derive(Debug, Error)]
 pub enum CharacterError {
     /// Not a readable glTF file.
     #[error("not a readable glTF file: {0}")]
     Gltf(#[from] gltf::Error),
-    /// The file has no binary chunk (a `.gltf` with outside buffers).
-    #[error("the file has no binary buffer (only .glb with embedded data is read)")]
-    NoBinary,
+    /// A buffer refers to a `.glb`'s binary chunk, and the file has none.
+    #[error("buffer {buffer} refers to the binary chunk, and the file has none")]
+    NoBinary {
+        /// The buffer's index in the file.
+        buffer: usize,
+    },
+    /// A buffer lives in a file beside the `.gltf`, and the bytes were given without their
+    /// folder ([`Character::from_glb`]); [`Character::from_file`] reads it.
+    #[error(
+        "buffer {buffer} is the outside file {uri:?}: read the character with Character::from_file"
+    )]
+    OutsideBuffer {
+        /// The buffer's index in the file.
+        buffer: usize,
+        /// Its URI as written.
+        uri: String,
+    },
+    /// A buffer's file beside the `.gltf` cannot be read.
+    #[error("buffer {buffer}: cannot read {path}: {source}")]
+    MissingBuffer {
+        /// The buffer's index in the file.
+        buffer: usize,
+        /// Where it was looked for.
+        path: std::path::PathBuf,
+        /// Why it could not be read.
+        source: std::io::Error,
+    },
+    /// A buffer's `data:` URI is not base64 data.
+    #[error("buffer {buffer}: its data URI is not base64 data ({reason})")]
+    BadDataUri {
+        /// The buffer's index in the file.
+        buffer: usize,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// A buffer holds fewer bytes than the file declares.
+    #[error("buffer {buffer} holds {actual} bytes, the file declares {declared}")]
+    ShortBuffer {
+        /// The buffer's index in the file.
+        buffer: usize,
+        /// Its declared `byteLength`.
+        declared: usize,
+        /// The bytes found.
+        actual: usize,
+    },
+    /// The character file itself cannot be read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
     /// No mesh node with a skin.
     #[error("the file has no skinned mesh (a node with both a mesh and a skin)")]
     NoSkin,
@@ -116,15 +167,121 @@ pub struct Character {
     nodes: Vec<Node>,
     /// Nodes with parents before children.
     order: Vec<usize>,
-    /// Skin joint -> node.
+    /// Skin joint -> node: the joints of every skin in the file's skinned meshes, each node
+    /// once (the first skin's joints first, in its order).
     joints: Vec<usize>,
     joint_names: Vec<String>,
+    /// Per binding (a joint as one skin binds it): its joint and inverse bind matrix. Skins that
+    /// bind a node alike share one binding; the vertices' joint indices are bindings.
+    binding_joint: Vec<u16>,
     inverse_bind: Vec<Mat4>,
     positions: Vec<Vec3>,
     indices: Vec<u32>,
     skin_joints: Vec<[u16; 4]>,
     skin_weights: Vec<[f32; 4]>,
     clips: Vec<Clip>,
+}
+
+/// Every buffer's bytes: the binary chunk, a base64 `data:` URI, or a file in `folder` (none:
+/// refused as [`CharacterError::OutsideBuffer`]), each checked against its declared length.
+fn buffers(
+    doc: &gltf::Document,
+    blob: Option<&[u8]>,
+    folder: Option<&std::path::Path>,
+) -> Result<Vec<Vec<u8>>, CharacterError> {
+    let mut out = Vec::with_capacity(doc.buffers().len());
+    for b in doc.buffers() {
+        let buffer = b.index();
+        let bytes = match b.source() {
+            gltf::buffer::Source::Bin => blob.ok_or(CharacterError::NoBinary { buffer })?.to_vec(),
+            gltf::buffer::Source::Uri(uri) if uri.starts_with("data:") => {
+                let (head, data) = uri.split_once(',').ok_or(CharacterError::BadDataUri {
+                    buffer,
+                    reason: "no comma before the data",
+                })?;
+                if !head.ends_with(";base64") {
+                    return Err(CharacterError::BadDataUri {
+                        buffer,
+                        reason: "not marked ;base64",
+                    });
+                }
+                base64(data).ok_or(CharacterError::BadDataUri {
+                    buffer,
+                    reason: "a character outside the base64 alphabet",
+                })?
+            }
+            gltf::buffer::Source::Uri(uri) => {
+                let Some(folder) = folder else {
+                    return Err(CharacterError::OutsideBuffer {
+                        buffer,
+                        uri: uri.to_string(),
+                    });
+                };
+                let path = folder.join(percent_decoded(uri));
+                std::fs::read(&path).map_err(|source| CharacterError::MissingBuffer {
+                    buffer,
+                    path,
+                    source,
+                })?
+            }
+        };
+        if bytes.len() < b.length() {
+            return Err(CharacterError::ShortBuffer {
+                buffer,
+                declared: b.length(),
+                actual: bytes.len(),
+            });
+        }
+        out.push(bytes);
+    }
+    Ok(out)
+}
+
+/// Standard base64 (padding optional, whitespace skipped); `None` at any other character.
+fn base64(text: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(text.len() / 4 * 3);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for c in text.bytes() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' | b'-' => 62,
+            b'/' | b'_' => 63,
+            b'=' => break,
+            b' ' | b'\n' | b'\r' | b'\t' => continue,
+            _ => return None,
+        };
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    Some(out)
+}
+
+/// A relative URI as a path: `%XX` escapes decoded (a malformed one is kept as written).
+fn percent_decoded(uri: &str) -> String {
+    let b = uri.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |k: usize| b.get(k).and_then(|&c| (c as char).to_digit(16));
+        match (b[i], hex(i + 1), hex(i + 2)) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (c, _, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn finite(m: &[f32], what: impl FnOnce() -> String) -> Result<(), CharacterError> {
@@ -136,18 +293,41 @@ fn finite(m: &[f32], what: impl FnOnce() -> String) -> Result<(), CharacterError
 }
 
 impl Character {
-    /// Reads a `.glb`: the first node with a mesh and a skin (all its triangle primitives), the
-    /// skin's joints and inverse bind matrices, every clip's translation, rotation and scale
-    /// channels (morph weights are ignored). Refuses files without a skin or with non-finite
-    /// data.
+    /// Reads a character from glTF bytes: a `.glb`, or a `.gltf` whose buffers are embedded as
+    /// base64 `data:` URIs. A `.gltf` with buffers in files beside it needs their folder: use
+    /// [`Character::from_file`] (here such a buffer is [`CharacterError::OutsideBuffer`]).
+    ///
+    /// What is read: every node with both a mesh and a skin (all their triangle primitives;
+    /// converters often split a character's body into several skinned meshes sharing one
+    /// skeleton, and each part is skinned, drawn and fitted with capsules), the joints of their
+    /// skins with the inverse bind matrices, and every clip's translation, rotation and scale
+    /// channels (morph weights are ignored). Refuses files without a skinned mesh or with
+    /// non-finite data.
     pub fn from_glb(bytes: &[u8]) -> Result<Self, CharacterError> {
+        Self::from_gltf_bytes(bytes, None)
+    }
+
+    /// Reads a `.glb` or `.gltf` file as [`Character::from_glb`] does; a `.gltf`'s buffer files
+    /// are looked for relative to the file's folder (percent-escapes in their URIs decoded). A
+    /// missing buffer file is [`CharacterError::MissingBuffer`], naming the path.
+    pub fn from_file(path: impl AsRef<std::path::Path>) -> Result<Self, CharacterError> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|source| CharacterError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let dir = path.parent().unwrap_or_else(|| std::path::Path::new(""));
+        Self::from_gltf_bytes(&bytes, Some(dir))
+    }
+
+    fn from_gltf_bytes(
+        bytes: &[u8],
+        folder: Option<&std::path::Path>,
+    ) -> Result<Self, CharacterError> {
         let gltf = gltf::Gltf::from_slice(bytes)?;
-        let blob = gltf.blob.as_deref().ok_or(CharacterError::NoBinary)?;
         let doc = &gltf.document;
-        let data = |b: gltf::Buffer| match b.source() {
-            gltf::buffer::Source::Bin => Some(blob),
-            gltf::buffer::Source::Uri(_) => None,
-        };
+        let buffers = buffers(doc, gltf.blob.as_deref(), folder)?;
+        let data = |b: gltf::Buffer| buffers.get(b.index()).map(Vec::as_slice);
 
         let count = doc.nodes().len();
         let mut nodes: Vec<Node> = Vec::with_capacity(count);
@@ -184,75 +364,135 @@ impl Character {
             }
         }
 
-        let node = doc
+        let parts: Vec<gltf::Node> = doc
             .nodes()
-            .find(|n| n.mesh().is_some() && n.skin().is_some())
-            .ok_or(CharacterError::NoSkin)?;
-        let skin = node.skin().ok_or(CharacterError::NoSkin)?;
-        let joints: Vec<usize> = skin.joints().map(|j| j.index()).collect();
-        let joint_names = skin
-            .joints()
-            .map(|j| {
-                j.name()
-                    .map_or_else(|| format!("#{}", j.index()), str::to_string)
-            })
+            .filter(|n| n.mesh().is_some() && n.skin().is_some())
             .collect();
-        let inverse_bind: Vec<Mat4> = match skin.reader(data).read_inverse_bind_matrices() {
-            Some(m) => m.map(|m| Mat4::from_cols_array_2d(&m)).collect(),
-            None => vec![Mat4::IDENTITY; joints.len()],
-        };
-        for (j, m) in inverse_bind.iter().enumerate() {
-            finite(&m.to_cols_array(), || {
-                format!("the inverse bind matrix of joint {j}")
-            })?;
+        if parts.is_empty() {
+            return Err(CharacterError::NoSkin);
         }
-        if inverse_bind.len() != joints.len() {
-            return Err(CharacterError::MissingAttribute(
-                "inverse bind matrix per joint",
-            ));
+        // Joints: every skin's, each node once; bindings: (joint, inverse bind) pairs, shared
+        // where two skins bind a node alike.
+        let mut joints: Vec<usize> = Vec::new();
+        let mut joint_names: Vec<String> = Vec::new();
+        let mut binding_joint: Vec<u16> = Vec::new();
+        let mut inverse_bind: Vec<Mat4> = Vec::new();
+        let mut skin_bindings: Vec<(usize, Vec<u16>)> = Vec::new();
+        for part in &parts {
+            let Some(skin) = part.skin() else { continue };
+            if skin_bindings.iter().any(|(k, _)| *k == skin.index()) {
+                continue;
+            }
+            let count = skin.joints().len();
+            let ibm: Vec<Mat4> = match skin.reader(data).read_inverse_bind_matrices() {
+                Some(m) => m.map(|m| Mat4::from_cols_array_2d(&m)).collect(),
+                None => vec![Mat4::IDENTITY; count],
+            };
+            if ibm.len() != count {
+                return Err(CharacterError::MissingAttribute(
+                    "inverse bind matrix per joint",
+                ));
+            }
+            let mut map = Vec::with_capacity(count);
+            for (j, (node, m)) in skin.joints().zip(ibm).enumerate() {
+                finite(&m.to_cols_array(), || {
+                    format!(
+                        "the inverse bind matrix of joint {j} of skin {}",
+                        skin.index()
+                    )
+                })?;
+                let joint = match joints.iter().position(|&n| n == node.index()) {
+                    Some(k) => k,
+                    None => {
+                        joints.push(node.index());
+                        joint_names.push(
+                            node.name()
+                                .map_or_else(|| format!("#{}", node.index()), str::to_string),
+                        );
+                        joints.len() - 1
+                    }
+                };
+                let binding = (0..binding_joint.len())
+                    .find(|&b| {
+                        binding_joint[b] as usize == joint && inverse_bind[b].abs_diff_eq(m, 1e-6)
+                    })
+                    .unwrap_or_else(|| {
+                        binding_joint.push(joint as u16);
+                        inverse_bind.push(m);
+                        binding_joint.len() - 1
+                    });
+                if binding > u16::MAX as usize {
+                    return Err(CharacterError::MissingAttribute(
+                        "at most 65,536 joint bindings",
+                    ));
+                }
+                map.push(binding as u16);
+            }
+            skin_bindings.push((skin.index(), map));
         }
 
         let (mut positions, mut indices, mut skin_joints, mut skin_weights) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        for prim in node.mesh().ok_or(CharacterError::NoSkin)?.primitives() {
-            if prim.mode() != gltf::mesh::Mode::Triangles {
+        for part in &parts {
+            let (Some(mesh), Some(skin)) = (part.mesh(), part.skin()) else {
                 continue;
+            };
+            let map = &skin_bindings
+                .iter()
+                .find(|(k, _)| *k == skin.index())
+                .ok_or(CharacterError::NoSkin)?
+                .1;
+            for prim in mesh.primitives() {
+                if prim.mode() != gltf::mesh::Mode::Triangles {
+                    continue;
+                }
+                let r = prim.reader(data);
+                let base = positions.len() as u32;
+                let p: Vec<Vec3> = r
+                    .read_positions()
+                    .ok_or(CharacterError::MissingAttribute("POSITION"))?
+                    .map(Vec3::from)
+                    .collect();
+                let n = p.len();
+                let j: Vec<[u16; 4]> = r
+                    .read_joints(0)
+                    .ok_or(CharacterError::MissingAttribute("JOINTS_0"))?
+                    .into_u16()
+                    .collect();
+                let w: Vec<[f32; 4]> = r
+                    .read_weights(0)
+                    .ok_or(CharacterError::MissingAttribute("WEIGHTS_0"))?
+                    .into_f32()
+                    .collect();
+                if j.len() != n || w.len() != n {
+                    return Err(CharacterError::MissingAttribute(
+                        "a joint and weight per vertex",
+                    ));
+                }
+                if j.iter().flatten().any(|&k| k as usize >= map.len()) {
+                    return Err(CharacterError::MissingAttribute(
+                        "joint indices within the skin",
+                    ));
+                }
+                match r.read_indices() {
+                    Some(i) => {
+                        let start = indices.len();
+                        indices.extend(i.into_u32());
+                        if indices[start..].iter().any(|&k| k as usize >= n) {
+                            return Err(CharacterError::MissingAttribute(
+                                "indices within the vertices",
+                            ));
+                        }
+                        for k in &mut indices[start..] {
+                            *k += base;
+                        }
+                    }
+                    None => indices.extend(base..base + n as u32),
+                }
+                positions.extend(p);
+                skin_joints.extend(j.iter().map(|j| j.map(|k| map[k as usize])));
+                skin_weights.extend(w);
             }
-            let r = prim.reader(data);
-            let base = positions.len() as u32;
-            let p: Vec<Vec3> = r
-                .read_positions()
-                .ok_or(CharacterError::MissingAttribute("POSITION"))?
-                .map(Vec3::from)
-                .collect();
-            let n = p.len();
-            let j: Vec<[u16; 4]> = r
-                .read_joints(0)
-                .ok_or(CharacterError::MissingAttribute("JOINTS_0"))?
-                .into_u16()
-                .collect();
-            let w: Vec<[f32; 4]> = r
-                .read_weights(0)
-                .ok_or(CharacterError::MissingAttribute("WEIGHTS_0"))?
-                .into_f32()
-                .collect();
-            if j.len() != n || w.len() != n {
-                return Err(CharacterError::MissingAttribute(
-                    "a joint and weight per vertex",
-                ));
-            }
-            if j.iter().flatten().any(|&k| k as usize >= joints.len()) {
-                return Err(CharacterError::MissingAttribute(
-                    "joint indices within the skin",
-                ));
-            }
-            match r.read_indices() {
-                Some(i) => indices.extend(i.into_u32().map(|k| base + k)),
-                None => indices.extend(base..base + n as u32),
-            }
-            positions.extend(p);
-            skin_joints.extend(j);
-            skin_weights.extend(w);
         }
         if positions.is_empty() {
             return Err(CharacterError::MissingAttribute("triangles"));
@@ -333,6 +573,7 @@ impl Character {
             order,
             joints,
             joint_names,
+            binding_joint,
             inverse_bind,
             positions,
             indices,
@@ -366,12 +607,12 @@ impl Character {
         }
     }
 
-    /// The skinned mesh's triangles (three indices each).
+    /// The skinned meshes' triangles (three indices each; every part's, one after another).
     pub fn indices(&self) -> &[u32] {
         &self.indices
     }
 
-    /// Vertex count of the skinned mesh.
+    /// Vertex count of the skinned meshes (every part's).
     pub fn vertex_count(&self) -> usize {
         self.positions.len()
     }
@@ -417,13 +658,14 @@ impl Character {
         out.drain(..n);
     }
 
-    /// Linear blend skinning: each vertex of the mesh at the joints' world transforms `joints`
+    /// Linear blend skinning: each vertex of the meshes at the joints' world transforms `joints`
     /// (from [`Character::joint_transforms`]).
     pub fn skin(&self, joints: &[Mat4], out: &mut Vec<Vec3>) {
-        let skinning: Vec<Mat4> = joints
+        let skinning: Vec<Mat4> = self
+            .binding_joint
             .iter()
             .zip(&self.inverse_bind)
-            .map(|(g, ib)| *g * *ib)
+            .map(|(&j, ib)| joints[j as usize] * *ib)
             .collect();
         out.clear();
         out.extend(
@@ -466,7 +708,7 @@ impl Character {
         {
             let k = (0..4).max_by(|&a, &b| w[a].total_cmp(&w[b])).unwrap_or(0);
             if w[k] > 0.0 {
-                owned[j[k] as usize].push(*p);
+                owned[self.binding_joint[j[k] as usize] as usize].push(*p);
             }
         }
         let mut out = Vec::new();

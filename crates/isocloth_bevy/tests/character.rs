@@ -6,108 +6,192 @@ use glam::{Mat4, Quat, Vec3};
 use isocloth::ColliderShape;
 use isocloth_bevy::character::{Character, CharacterError};
 
-/// What to break in [`cylinder_glb`].
+/// What to break or change in [`cylinder_glb`].
 #[derive(Default, Clone, Copy)]
 struct Faults {
     no_skin: bool,
     nan_keyframe: bool,
+    /// The body in two skinned meshes (rings 0-5 and 5-10, the seam ring in both, as converters
+    /// split a body), the second on a skin of its own that lists the joints in reverse order.
+    split: bool,
 }
 
-/// A binary glTF: a 1 m cylinder of radius 0.1 m along +Y (11 rings of 12 vertices), skinned to
-/// two joints (`root` at the origin owns the lower half, `elbow` at 0.5 m the upper), and a
-/// clip `Bend` turning `elbow` 90 degrees about Z over 1 s.
-fn cylinder_glb(f: Faults) -> Vec<u8> {
+/// Binary data and the accessors over it, as the builder writes them.
+#[derive(Default)]
+struct Bin {
+    bytes: Vec<u8>,
+    views: Vec<String>,
+    accessors: Vec<String>,
+}
+
+impl Bin {
+    /// Appends `data` as a buffer view and an accessor (`extra`: the accessor's other JSON
+    /// fields); returns the accessor's index.
+    fn push(&mut self, data: Vec<u8>, extra: String) -> usize {
+        while !self.bytes.len().is_multiple_of(4) {
+            self.bytes.push(0);
+        }
+        self.views.push(format!(
+            r#"{{"buffer":0,"byteOffset":{},"byteLength":{}}}"#,
+            self.bytes.len(),
+            data.len()
+        ));
+        self.bytes.extend(data);
+        self.accessors.push(format!(
+            r#"{{"bufferView":{},{extra}}}"#,
+            self.views.len() - 1
+        ));
+        self.accessors.len() - 1
+    }
+}
+
+fn f32s(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// A 1 m cylinder of radius 0.1 m along +Y (11 rings of 12 vertices), skinned to two joints
+/// (`root` at the origin owns the lower half, `elbow` at 0.5 m the upper), and a clip `Bend`
+/// turning `elbow` 90 degrees about Z over 1 s: the glTF JSON with `BUFFER` where the buffer's
+/// entry goes, and the binary data.
+fn cylinder(f: Faults) -> (String, Vec<u8>) {
     let (rings, around) = (11u32, 12u32);
-    let mut bin: Vec<u8> = Vec::new();
-    let mut views = Vec::new();
-    let mut push = |bytes: Vec<u8>, bin: &mut Vec<u8>| {
-        while !bin.len().is_multiple_of(4) {
-            bin.push(0);
-        }
-        views.push((bin.len(), bytes.len()));
-        bin.extend(bytes);
-        views.len() - 1
-    };
-    let f32s = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
-    let mut pos = Vec::new();
-    let mut joints = Vec::new();
-    let mut weights = Vec::new();
-    for r in 0..rings {
-        let y = r as f32 / (rings - 1) as f32;
-        for k in 0..around {
-            let a = k as f32 / around as f32 * std::f32::consts::TAU;
-            pos.extend([0.1 * a.cos(), y, 0.1 * a.sin()]);
-            joints.extend(if y < 0.5 {
-                [0u16, 0, 0, 0]
-            } else {
-                [1, 0, 0, 0]
-            });
-            weights.extend([1.0f32, 0.0, 0.0, 0.0]);
-        }
-    }
-    let mut idx = Vec::new();
-    for r in 0..rings - 1 {
-        for k in 0..around {
-            let (a, b) = (r * around + k, r * around + (k + 1) % around);
-            idx.extend([a, a + around, b, b, a + around, b + around]);
-        }
-    }
-    let n = (rings * around) as usize;
-    let v_pos = push(f32s(&pos), &mut bin);
-    let v_joint = push(
-        joints.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        &mut bin,
-    );
-    let v_weight = push(f32s(&weights), &mut bin);
-    let v_idx = push(idx.iter().flat_map(|x| x.to_le_bytes()).collect(), &mut bin);
+    let mut bin = Bin::default();
     let ibm = [
         Mat4::IDENTITY,
         Mat4::from_translation(Vec3::new(0.0, -0.5, 0.0)),
     ];
-    let v_ibm = push(
-        f32s(
-            &ibm.iter()
-                .flat_map(|m| m.to_cols_array())
-                .collect::<Vec<_>>(),
-        ),
-        &mut bin,
+    // One part per ring range; `reverse`: its skin lists the joints as [elbow, root].
+    let part = |bin: &mut Bin, first: u32, last: u32, reverse: bool| {
+        let (mut pos, mut joints, mut weights, mut idx) = (vec![], vec![], vec![], vec![]);
+        for r in first..=last {
+            let y = r as f32 / (rings - 1) as f32;
+            for k in 0..around {
+                let a = k as f32 / around as f32 * std::f32::consts::TAU;
+                pos.extend([0.1 * a.cos(), y, 0.1 * a.sin()]);
+                let upper = y >= 0.5;
+                joints.extend([u16::from(upper != reverse), 0, 0, 0]);
+                weights.extend([1.0f32, 0.0, 0.0, 0.0]);
+            }
+        }
+        for r in 0..last - first {
+            for k in 0..around {
+                let (a, b) = (r * around + k, r * around + (k + 1) % around);
+                idx.extend([a, a + around, b, b, a + around, b + around]);
+            }
+        }
+        let n = pos.len() / 3;
+        let (lo, hi) = (
+            [-0.1f32, first as f32 / 10.0, -0.1],
+            [0.1f32, last as f32 / 10.0, 0.1],
+        );
+        let p = bin.push(
+            f32s(&pos),
+            format!(r#""componentType":5126,"count":{n},"type":"VEC3","min":{lo:?},"max":{hi:?}"#),
+        );
+        let j = bin.push(
+            joints.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            format!(r#""componentType":5123,"count":{n},"type":"VEC4""#),
+        );
+        let w = bin.push(
+            f32s(&weights),
+            format!(r#""componentType":5126,"count":{n},"type":"VEC4""#),
+        );
+        let i = bin.push(
+            idx.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            format!(
+                r#""componentType":5125,"count":{},"type":"SCALAR""#,
+                idx.len()
+            ),
+        );
+        let order = if reverse { [ibm[1], ibm[0]] } else { ibm };
+        let m = bin.push(
+            f32s(
+                &order
+                    .iter()
+                    .flat_map(|m| m.to_cols_array())
+                    .collect::<Vec<_>>(),
+            ),
+            r#""componentType":5126,"count":2,"type":"MAT4""#.to_string(),
+        );
+        (
+            format!(
+                r#"{{"primitives":[{{"attributes":{{"POSITION":{p},"JOINTS_0":{j},"WEIGHTS_0":{w}}},"indices":{i}}}]}}"#
+            ),
+            format!(
+                r#"{{"joints":{},"inverseBindMatrices":{m}}}"#,
+                if reverse { "[1,0]" } else { "[0,1]" }
+            ),
+        )
+    };
+    let parts = if f.split {
+        vec![part(&mut bin, 0, 5, false), part(&mut bin, 5, 10, true)]
+    } else {
+        vec![part(&mut bin, 0, 10, false)]
+    };
+    let times = bin.push(
+        f32s(&[0.0, 1.0]),
+        r#""componentType":5126,"count":2,"type":"SCALAR","min":[0],"max":[1]"#.to_string(),
     );
-    let v_times = push(f32s(&[0.0, 1.0]), &mut bin);
     let q = Quat::from_rotation_z(std::f32::consts::FRAC_PI_2);
-    let v_rot = push(f32s(&[0.0, 0.0, 0.0, 1.0, q.x, q.y, q.z, q.w]), &mut bin);
-    let bad = if f.nan_keyframe { f32::NAN } else { 0.5 };
-    let v_tr = push(f32s(&[0.0, 0.5, 0.0, 0.0, bad, 0.0]), &mut bin);
-    while !bin.len().is_multiple_of(4) {
-        bin.push(0);
-    }
-    let (lo, hi) = ([-0.1f32, 0.0, -0.1], [0.1f32, 1.0, 0.1]);
-    let views_json: Vec<String> = views
-        .iter()
-        .map(|(o, l)| format!(r#"{{"buffer":0,"byteOffset":{o},"byteLength":{l}}}"#))
-        .collect();
-    let skin = if f.no_skin { "" } else { r#","skin":0"# };
-    let json = format!(
-        r#"{{"asset":{{"version":"2.0"}},"scene":0,"scenes":[{{"nodes":[0,2]}}],
-"nodes":[{{"name":"root","children":[1]}},{{"name":"elbow","translation":[0,0.5,0]}},{{"mesh":0{skin}}}],
-"meshes":[{{"primitives":[{{"attributes":{{"POSITION":0,"JOINTS_0":1,"WEIGHTS_0":2}},"indices":3}}]}}],
-"skins":[{{"joints":[0,1],"inverseBindMatrices":4}}],
-"animations":[{{"name":"Bend","channels":[{{"sampler":0,"target":{{"node":1,"path":"rotation"}}}},{{"sampler":1,"target":{{"node":1,"path":"translation"}}}}],
-"samplers":[{{"input":5,"output":6}},{{"input":5,"output":7}}]}}],
-"accessors":[
-{{"bufferView":{v_pos},"componentType":5126,"count":{n},"type":"VEC3","min":{lo:?},"max":{hi:?}}},
-{{"bufferView":{v_joint},"componentType":5123,"count":{n},"type":"VEC4"}},
-{{"bufferView":{v_weight},"componentType":5126,"count":{n},"type":"VEC4"}},
-{{"bufferView":{v_idx},"componentType":5125,"count":{ni},"type":"SCALAR"}},
-{{"bufferView":{v_ibm},"componentType":5126,"count":2,"type":"MAT4"}},
-{{"bufferView":{v_times},"componentType":5126,"count":2,"type":"SCALAR","min":[0],"max":[1]}},
-{{"bufferView":{v_rot},"componentType":5126,"count":2,"type":"VEC4"}},
-{{"bufferView":{v_tr},"componentType":5126,"count":2,"type":"VEC3"}}],
-"bufferViews":[{views}],"buffers":[{{"byteLength":{bl}}}]}}"#,
-        ni = idx.len(),
-        views = views_json.join(","),
-        bl = bin.len(),
+    let rot = bin.push(
+        f32s(&[0.0, 0.0, 0.0, 1.0, q.x, q.y, q.z, q.w]),
+        r#""componentType":5126,"count":2,"type":"VEC4""#.to_string(),
     );
-    let mut json = json.into_bytes();
+    let bad = if f.nan_keyframe { f32::NAN } else { 0.5 };
+    let tr = bin.push(
+        f32s(&[0.0, 0.5, 0.0, 0.0, bad, 0.0]),
+        r#""componentType":5126,"count":2,"type":"VEC3""#.to_string(),
+    );
+    while !bin.bytes.len().is_multiple_of(4) {
+        bin.bytes.push(0);
+    }
+    let mesh_nodes: Vec<String> = (0..parts.len())
+        .map(|k| {
+            let skin = if f.no_skin {
+                String::new()
+            } else {
+                format!(r#","skin":{k}"#)
+            };
+            format!(r#"{{"mesh":{k}{skin}}}"#)
+        })
+        .collect();
+    let scene_nodes: Vec<String> = std::iter::once(0)
+        .chain(2..2 + parts.len())
+        .map(|k| k.to_string())
+        .collect();
+    let json = format!(
+        r#"{{"asset":{{"version":"2.0"}},"scene":0,"scenes":[{{"nodes":[{scene}]}}],
+"nodes":[{{"name":"root","children":[1]}},{{"name":"elbow","translation":[0,0.5,0]}},{mesh_nodes}],
+"meshes":[{meshes}],
+"skins":[{skins}],
+"animations":[{{"name":"Bend","channels":[{{"sampler":0,"target":{{"node":1,"path":"rotation"}}}},{{"sampler":1,"target":{{"node":1,"path":"translation"}}}}],
+"samplers":[{{"input":{times},"output":{rot}}},{{"input":{times},"output":{tr}}}]}}],
+"accessors":[{accessors}],
+"bufferViews":[{views}],"buffers":[BUFFER]}}"#,
+        scene = scene_nodes.join(","),
+        mesh_nodes = mesh_nodes.join(","),
+        meshes = parts
+            .iter()
+            .map(|p| p.0.as_str())
+            .collect::<Vec<_>>()
+            .join(","),
+        skins = parts
+            .iter()
+            .map(|p| p.1.as_str())
+            .collect::<Vec<_>>()
+            .join(","),
+        accessors = bin.accessors.join(",\n"),
+        views = bin.views.join(","),
+    );
+    (json, bin.bytes)
+}
+
+/// [`cylinder`] as a binary glTF.
+fn cylinder_glb(f: Faults) -> Vec<u8> {
+    let (json, bin) = cylinder(f);
+    let mut json = json
+        .replace("BUFFER", &format!(r#"{{"byteLength":{}}}"#, bin.len()))
+        .into_bytes();
     while !json.len().is_multiple_of(4) {
         json.push(b' ');
     }
@@ -123,6 +207,41 @@ fn cylinder_glb(f: Faults) -> Vec<u8> {
     out.extend(b"BIN\0");
     out.extend(bin);
     out
+}
+
+/// [`cylinder`] as a `.gltf` whose buffer is the URI `uri` (written as given).
+fn cylinder_gltf(f: Faults, uri: &str) -> (Vec<u8>, Vec<u8>) {
+    let (json, bin) = cylinder(f);
+    let buffer = format!(r#"{{"byteLength":{},"uri":"{uri}"}}"#, bin.len());
+    (json.replace("BUFFER", &buffer).into_bytes(), bin)
+}
+
+/// Standard base64 with padding, for the data-URI test.
+fn base64(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for c in bytes.chunks(3) {
+        let v = (u32::from(c[0]) << 16)
+            | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
+            | u32::from(*c.get(2).unwrap_or(&0));
+        for k in 0..4 {
+            if k <= c.len() {
+                out.push(A[(v >> (18 - 6 * k) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// Skinned positions at time `t` of the `Bend` clip.
+fn skinned_at(c: &Character, t: f32) -> Vec<Vec3> {
+    let clip = c.clip(Some("Bend")).unwrap();
+    let (mut joints, mut skinned) = (Vec::new(), Vec::new());
+    c.joint_transforms(Some(clip), t, &mut joints);
+    c.skin(&joints, &mut skinned);
+    skinned
 }
 
 /// The cylinder loads with its two named joints and its clip; at the clip's end the upper half
@@ -179,8 +298,9 @@ fn capsules_fit_the_limb_they_are_fitted_to() {
     }
 }
 
-/// A missing clip names the clips there are; a mesh without a skin, a NaN keyframe and a
-/// truncated file each give their typed error.
+/// A missing clip names the clips there are; a mesh without a skin, a NaN keyframe, a
+/// truncated file, an outside buffer read without its folder, a missing buffer file and a
+/// data URI that is not base64 each give their typed error, naming what is wrong.
 #[test]
 fn bad_files_get_typed_errors() {
     let c = Character::from_glb(&cylinder_glb(Faults::default())).unwrap();
@@ -207,6 +327,33 @@ fn bad_files_get_typed_errors() {
     let bytes = cylinder_glb(Faults::default());
     let cut = Character::from_glb(&bytes[..bytes.len() / 2]);
     assert!(matches!(cut, Err(CharacterError::Gltf(_))), "{cut:?}");
+    let (json, _) = cylinder_gltf(Faults::default(), "cylinder.bin");
+    match Character::from_glb(&json) {
+        Err(CharacterError::OutsideBuffer { buffer: 0, uri }) => assert_eq!(uri, "cylinder.bin"),
+        other => panic!("{other:?}"),
+    }
+    let dir = std::env::temp_dir().join(format!("isocloth-missing-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("c.gltf"), &json).unwrap();
+    match Character::from_file(dir.join("c.gltf")) {
+        Err(e @ CharacterError::MissingBuffer { .. }) => {
+            assert!(e.to_string().contains("cylinder.bin"), "{e}")
+        }
+        other => panic!("{other:?}"),
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    let (bad, _) = cylinder_gltf(
+        Faults::default(),
+        "data:application/octet-stream;base64,A*B",
+    );
+    assert!(
+        matches!(
+            Character::from_glb(&bad),
+            Err(CharacterError::BadDataUri { buffer: 0, .. })
+        ),
+        "{:?}",
+        Character::from_glb(&bad)
+    );
     // The cylinder has no chest: no cape joints.
     assert!(matches!(c.cape_joints(), Err(CharacterError::NoUpperSpine)));
 }
@@ -243,4 +390,73 @@ fn cesium_man_walks_and_gets_his_cape_joints() {
         feet_apart = feet_apart.max(d.x.abs());
     }
     assert!(feet_apart > 0.4, "feet apart {feet_apart} m");
+}
+
+/// A body split into two skinned meshes on two skins (the second listing the joints in reverse
+/// order, the seam ring in both parts): both parts are read (132 + 12 vertices, the same 240
+/// triangles), the joints are the same two, every vertex skins to where the one-piece
+/// cylinder's vertex at the same rest position goes at every time of the clip (to 1e-5 m), and
+/// both joints get a capsule of the same radius (to 1 %).
+#[test]
+fn every_skinned_mesh_of_a_split_body_is_read_and_skinned() {
+    let whole = Character::from_glb(&cylinder_glb(Faults::default())).unwrap();
+    let split = Character::from_glb(&cylinder_glb(Faults {
+        split: true,
+        ..Default::default()
+    }))
+    .unwrap();
+    assert_eq!(split.joint_names(), ["root", "elbow"]);
+    assert_eq!(split.vertex_count(), whole.vertex_count() + 12);
+    assert_eq!(split.indices().len(), whole.indices().len());
+    let rest_whole = skinned_at(&whole, 0.0);
+    let rest_split = skinned_at(&split, 0.0);
+    for t in [0.0, 0.3, 0.7, 0.999] {
+        let (a, b) = (skinned_at(&whole, t), skinned_at(&split, t));
+        for (k, p) in rest_split.iter().enumerate() {
+            let twin = rest_whole
+                .iter()
+                .position(|q| q.distance(*p) < 1e-6)
+                .unwrap();
+            assert!(a[twin].distance(b[k]) < 1e-5, "t {t} vertex {k}");
+        }
+    }
+    let (cw, cs) = (whole.fit_capsules(10, 0.9), split.fit_capsules(10, 0.9));
+    assert_eq!(cs.len(), 2);
+    for (a, b) in cw.iter().zip(&cs) {
+        let radius = |s: &ColliderShape| match *s {
+            ColliderShape::Capsule { radius, .. } => radius,
+            _ => panic!("not a capsule"),
+        };
+        assert_eq!(a.joint, b.joint);
+        assert!((radius(&a.shape) - radius(&b.shape)).abs() < 0.01 * radius(&a.shape));
+    }
+}
+
+/// The same character from a `.glb`, from a `.gltf` with a `.bin` beside it (its URI
+/// percent-escaped, as exporters write a name with a space) and from a `.gltf` with a base64
+/// data URI: the same joints, triangles and skinned positions at the clip's middle (exactly).
+#[test]
+fn glb_gltf_with_bin_and_data_uri_load_the_same_character() {
+    let f = Faults {
+        split: true,
+        ..Default::default()
+    };
+    let glb = Character::from_glb(&cylinder_glb(f)).unwrap();
+    let dir = std::env::temp_dir().join(format!("isocloth-gltf-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    let (json, bin) = cylinder_gltf(f, "sub/cyl%20body.bin");
+    std::fs::write(dir.join("body.gltf"), &json).unwrap();
+    std::fs::write(dir.join("sub/cyl body.bin"), &bin).unwrap();
+    let beside = Character::from_file(dir.join("body.gltf")).unwrap();
+    std::fs::write(dir.join("body.glb"), cylinder_glb(f)).unwrap();
+    let glb_file = Character::from_file(dir.join("body.glb")).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let uri = format!("data:application/octet-stream;base64,{}", base64(&bin));
+    let (embedded, _) = cylinder_gltf(f, &uri);
+    let embedded = Character::from_glb(&embedded).unwrap();
+    for c in [&beside, &glb_file, &embedded] {
+        assert_eq!(c.joint_names(), glb.joint_names());
+        assert_eq!(c.indices(), glb.indices());
+        assert_eq!(skinned_at(c, 0.5), skinned_at(&glb, 0.5));
+    }
 }
