@@ -186,8 +186,11 @@ impl ClothPin {
 /// [`ClothConfigOverride`] on the entity.
 ///
 /// The source mesh must be a `TriangleList` with indices, kept in the main world
-/// (`RenderAssetUsages::MAIN_WORLD`, part of the default), and one connected surface: vertices
-/// split at UV seams make separate pieces. A mesh asset shared with other entities would change
+/// (`RenderAssetUsages::MAIN_WORLD`, part of the default). Vertices at exactly the same
+/// position are one cloth vertex (as the OBJ loader merges them), so a mesh split at UV seams or
+/// hard edges, as exporters write it, is one cloth; with UVs, the render mesh keeps one vertex
+/// per node and UV, so each side of a seam keeps its texture coordinates (then
+/// [`ClothBones::render_nodes`] maps render vertices to nodes). Pins name source vertices. A mesh asset shared with other entities would change
 /// for them too; give each cloth its own.
 #[derive(Component, Debug, Clone, Default)]
 pub struct SimulatedCloth {
@@ -261,6 +264,11 @@ pub struct ClothBones {
     pub lost: Vec<Entity>,
     /// The last error applying the pins, if any.
     pub last_error: Option<AttachError>,
+    /// Per vertex of the render mesh in the asset, the cloth node it shows (empty: vertex `i`
+    /// is node `i`, as on a mesh without UV seams). On a mesh with UV seams vertex `i` is still
+    /// node `i` for every node, and each further UV a seam gives a node adds a vertex after
+    /// them, so that both sides of the seam keep their texture coordinates.
+    pub render_nodes: Vec<u32>,
 }
 
 /// A collision shape on an entity with a `GlobalTransform` (a bone), in the frame
@@ -346,24 +354,34 @@ fn build(
         Ok(_) => return Err(BevyClothError::NoPositions),
         Err(_) => return Err(BevyClothError::NotInMainWorld),
     };
-    let world: Vec<Vec3> = positions
+    let vertex_count = positions.len();
+    // Vertices at exactly the same position are one cloth vertex (the first of them), as the
+    // OBJ loader merges them: a mesh split at UV seams or hard edges is one cloth.
+    let (weld, welded) = weld(positions);
+    let world: Vec<Vec3> = welded
         .iter()
-        .map(|&p| transform.transform_point(Vec3::from(p)))
+        .map(|&v| transform.transform_point(Vec3::from(positions[v as usize])))
         .collect();
     let indices: Vec<u32> = match mesh.try_indices_option() {
         Ok(Some(i)) => i.iter().map(|k| k as u32).collect(),
         Ok(None) => return Err(BevyClothError::NoIndices),
         Err(_) => return Err(BevyClothError::NotInMainWorld),
     };
-    let triangles: Vec<[u32; 3]> = indices
+    let source_triangles: Vec<[u32; 3]> = indices
         .chunks_exact(3)
         .map(|t| [t[0], t[1], t[2]])
         .collect();
+    let triangles: Vec<[u32; 3]> = source_triangles
+        .iter()
+        // An index past the vertices stays past the cloth's, for the mesh check to name.
+        .map(|t| t.map(|k| weld.get(k as usize).copied().unwrap_or(k)))
+        .collect();
     let uvs = match mesh.try_attribute_option(Mesh::ATTRIBUTE_UV_0) {
-        Ok(Some(VertexAttributeValues::Float32x2(uv))) => Some(uv.clone()),
+        Ok(Some(VertexAttributeValues::Float32x2(uv))) if uv.len() == vertex_count => {
+            Some(uv.clone())
+        }
         _ => None,
     };
-    let vertex_count = world.len();
     let cloth_mesh = ClothMesh::new(&BaseMesh::new(world, triangles))?;
 
     // Bones in order of first mention; each pinned vertex rigidly on its bone.
@@ -389,10 +407,13 @@ fn build(
                 bone_list.len() - 1
             }
         } as u32;
-        vertex_bones.entry(pin.vertex).or_default().push(Influence {
-            bone: b,
-            weight: f64::from(pin.weight),
-        });
+        vertex_bones
+            .entry(weld[pin.vertex as usize])
+            .or_default()
+            .push(Influence {
+                bone: b,
+                weight: f64::from(pin.weight),
+            });
     }
     let bind_poses = bone_list
         .iter()
@@ -435,20 +456,13 @@ fn build(
         })
         .collect();
 
-    let render_uvs = match &uvs {
-        Some(uv) if uv.len() == vertex_count => {
-            let u: Vec<f32> = uv.iter().map(|t| t[0]).collect();
-            let v: Vec<f32> = uv.iter().map(|t| t[1]).collect();
-            let (u, v) = (cloth_mesh.node_values(&u)?, cloth_mesh.node_values(&v)?);
-            Some(
-                u.into_iter()
-                    .zip(v)
-                    .map(|(a, b)| [a, b])
-                    .collect::<Vec<_>>(),
-            )
-        }
-        _ => None,
-    };
+    // Render vertices: one per cloth node, or with UVs one per (node, UV) pair, so that a node
+    // on a UV seam keeps each side's UV (a red node takes the mean of its edge's two ends' UVs
+    // as the triangle beside it has them).
+    let render = uvs
+        .as_ref()
+        .map(|uv| render_vertices(&cloth_mesh, &source_triangles, uv));
+
     let settings = config.budget.settings(config.timestep, config.gravity)?;
     let cloth = Cloth::from_mesh(cloth_mesh, spec.material, &nodes, settings)?;
     let (attachments, last_poses) = if bone_list.is_empty() {
@@ -475,28 +489,37 @@ fn build(
         )
     };
 
-    // The asset becomes the render mesh (vertex i = cloth node i).
-    let mut render = Mesh::new(PrimitiveTopology::TriangleList, mesh.asset_usage);
+    // The asset becomes the render mesh (vertex i = cloth node `render_nodes[i]`, or node i).
+    let mut out = Mesh::new(PrimitiveTopology::TriangleList, mesh.asset_usage);
     let mut positions = Vec::new();
     let mut normals = Vec::new();
     cloth.write_render_positions(&mut positions);
     cloth.write_render_normals(&mut normals);
     to_local(transform, &mut positions, &mut normals);
-    render.insert_attribute(
-        Mesh::ATTRIBUTE_POSITION,
-        positions.iter().map(|p| p.to_array()).collect::<Vec<_>>(),
-    );
-    render.insert_attribute(
-        Mesh::ATTRIBUTE_NORMAL,
-        normals.iter().map(|p| p.to_array()).collect::<Vec<_>>(),
-    );
-    if let Some(uv) = render_uvs {
-        render.insert_attribute(Mesh::ATTRIBUTE_UV_0, uv);
+    let (render_nodes, uv, indices) = match render {
+        Some(r) => (r.nodes, Some(r.uvs), r.indices),
+        None => (Vec::new(), None, cloth.render_indices()),
+    };
+    let per_vertex = |values: &[Vec3]| -> Vec<[f32; 3]> {
+        if render_nodes.is_empty() {
+            values.iter().map(|p| p.to_array()).collect()
+        } else {
+            render_nodes
+                .iter()
+                .map(|&n| values[n as usize].to_array())
+                .collect()
+        }
+    };
+    out.insert_attribute(Mesh::ATTRIBUTE_POSITION, per_vertex(&positions));
+    out.insert_attribute(Mesh::ATTRIBUTE_NORMAL, per_vertex(&normals));
+    if let Some(uv) = uv {
+        out.insert_attribute(Mesh::ATTRIBUTE_UV_0, uv);
     }
-    render.insert_indices(Indices::U32(cloth.render_indices()));
-    *mesh = render;
+    out.insert_indices(Indices::U32(indices));
+    *mesh = out;
 
     let bones = ClothBones {
+        render_nodes,
         bones: bone_list,
         attachments,
         last_poses,
@@ -504,6 +527,85 @@ fn build(
         last_error: None,
     };
     Ok((ClothSim::new(cloth), bones))
+}
+
+/// Per source vertex its cloth vertex, and the cloth vertices' source vertices: vertices at
+/// exactly the same position (`+0.0` and `-0.0` alike) become the first of them.
+fn weld(positions: &[[f32; 3]]) -> (Vec<u32>, Vec<u32>) {
+    let mut first_at: HashMap<[u32; 3], u32> = HashMap::with_capacity(positions.len());
+    let mut welded = Vec::with_capacity(positions.len());
+    let of = positions
+        .iter()
+        .enumerate()
+        .map(|(v, p)| {
+            let key = p.map(|c| (c + 0.0).to_bits());
+            *first_at.entry(key).or_insert_with(|| {
+                welded.push(v as u32);
+                welded.len() as u32 - 1
+            })
+        })
+        .collect();
+    (of, welded)
+}
+
+/// A render mesh whose vertices are (cloth node, UV) pairs: vertex `i < nodes` is node `i`
+/// with the first UV a triangle gives it, and a node that triangles give other UVs (a seam) has
+/// further vertices after those.
+struct RenderVertices {
+    /// Per vertex past the first `node_count`, its node (empty: none, vertex `i` is node `i`).
+    nodes: Vec<u32>,
+    uvs: Vec<[f32; 2]>,
+    indices: Vec<u32>,
+}
+
+/// The render triangles of `cloth_mesh` (four per source triangle, in order) with each corner's
+/// UV from the source triangle's corners (an edge's midpoint: the mean of its ends').
+fn render_vertices(
+    cloth_mesh: &ClothMesh,
+    source_triangles: &[[u32; 3]],
+    uv: &[[f32; 2]],
+) -> RenderVertices {
+    let node_count = cloth_mesh.node_count();
+    let mut out = RenderVertices {
+        nodes: Vec::new(),
+        uvs: vec![[f32::NAN; 2]; node_count],
+        indices: Vec::with_capacity(12 * source_triangles.len()),
+    };
+    let key = |t: [f32; 2]| t.map(|x| (x + 0.0).to_bits());
+    let mut extra: HashMap<(u32, [u32; 2]), u32> = HashMap::new();
+    let mid = |a: [f32; 2], b: [f32; 2]| [0.5 * (a[0] + b[0]), 0.5 * (a[1] + b[1])];
+    for (src, quad) in source_triangles
+        .iter()
+        .zip(cloth_mesh.render_triangles().chunks_exact(4))
+    {
+        let [a, b, c] = src.map(|v| uv[v as usize]);
+        let (ab, bc, ca) = (mid(a, b), mid(b, c), mid(c, a));
+        // The corners' UVs in the order `ClothMesh` writes the four triangles.
+        let corners = [[a, ab, ca], [ab, b, bc], [ca, bc, c], [ab, bc, ca]];
+        for (tri, uvs) in quad.iter().zip(corners) {
+            for (&node, t) in tri.iter().zip(uvs) {
+                let own = &mut out.uvs[node as usize];
+                let v = if own[0].is_nan() {
+                    *own = t;
+                    node
+                } else if key(*own) == key(t) {
+                    node
+                } else {
+                    *extra.entry((node, key(t))).or_insert_with(|| {
+                        out.nodes.push(node);
+                        out.uvs.push(t);
+                        out.uvs.len() as u32 - 1
+                    })
+                };
+                out.indices.push(v);
+            }
+        }
+    }
+    if !out.nodes.is_empty() {
+        let tail = std::mem::take(&mut out.nodes);
+        out.nodes = (0..node_count as u32).chain(tail).collect();
+    }
+    out
 }
 
 /// World positions and normals into the frame of `transform`.
@@ -573,12 +675,12 @@ pub fn drive_pins(
 /// S3: each built cloth's render positions and normals into its `Mesh` asset, in the entity's
 /// local frame, in place (no allocation once the asset holds the render mesh).
 pub fn write_meshes(
-    cloths: Query<(&ClothSim, &Mesh3d, &GlobalTransform), With<ClothBones>>,
+    cloths: Query<(&ClothSim, &Mesh3d, &GlobalTransform, &ClothBones)>,
     mut meshes: ResMut<Assets<Mesh>>,
     mut scratch: Local<(Vec<Vec3>, Vec<Vec3>)>,
 ) {
     let (positions, normals) = &mut *scratch;
-    for (sim, handle, transform) in &cloths {
+    for (sim, handle, transform, bones) in &cloths {
         let Some(mut mesh) = meshes.get_mut(&handle.0) else {
             continue;
         };
@@ -589,12 +691,20 @@ pub fn write_meshes(
             (Mesh::ATTRIBUTE_POSITION, &*positions),
             (Mesh::ATTRIBUTE_NORMAL, &*normals),
         ] {
-            if let Ok(Some(VertexAttributeValues::Float32x3(out))) =
+            let Ok(Some(VertexAttributeValues::Float32x3(out))) =
                 mesh.try_attribute_mut_option(attribute)
-                && out.len() == values.len()
-            {
-                for (o, v) in out.iter_mut().zip(values) {
-                    *o = v.to_array();
+            else {
+                continue;
+            };
+            if bones.render_nodes.is_empty() {
+                if out.len() == values.len() {
+                    for (o, v) in out.iter_mut().zip(values) {
+                        *o = v.to_array();
+                    }
+                }
+            } else if out.len() == bones.render_nodes.len() {
+                for (o, &n) in out.iter_mut().zip(&bones.render_nodes) {
+                    *o = values[n as usize].to_array();
                 }
             }
         }
