@@ -1,3 +1,5 @@
+//! The main demo: a cape on a character that walks, runs, turns and stops, through the bevy_ecs layer (about 3 s).
+//!
 //! The main demo: a procedural character (15 bones, 13 of them with collision capsules) walks,
 //! runs, turns and stops for 10 s at 60 Hz with a cape hung from its shoulders, all through the
 //! bevy_ecs layer (`isocloth::ecs`): bone entities carry `BonePose` and `BoneCollider`, the cape

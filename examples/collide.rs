@@ -1,3 +1,5 @@
+//! Contact with character bodies: a sheet dropped on a capsule and a sphere, a limb sweeping through a hanging sheet (about 1 s).
+//!
 //! Contact with character bodies, two scenes at 60 Hz with the default budget:
 //!
 //! 1. **drop**: a 0.8 m sheet falls 0.25 m onto a lying capsule (radius 0.1 m) and a sphere

@@ -1,3 +1,5 @@
+//! Contact scenes (drops on bars, a sphere and the ground, a tilting bar, fast limbs, the cape) at three budget presets, checked against the contact bounds (about 4 minutes).
+//!
 //! A gallery of contact scenes, each run at the mobile, console and desktop budget presets
 //! (`BudgetPreset::mobile()` 1 x 5 local-global, `console()` 2 x 5 L-BFGS, `desktop()` 4 x 10
 //! L-BFGS), at 60 Hz with the default material:

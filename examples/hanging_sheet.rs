@@ -1,3 +1,5 @@
+//! The speed scene: a 45 x 45-node sheet hanging from its top row for 10 s, with frame time, strain and memory (about 3 s).
+//!
 //! The speed benchmark scene, set beside other crates' numbers: a 1 m sheet of 45x45 nodes
 //! (23x23 base vertices, 22x22 cells) hanging from its top row, at the default 60 Hz budget for
 //! 10 s of frames, released from the vertical rest shape.

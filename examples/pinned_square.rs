@@ -1,3 +1,5 @@
+//! The two-pin square: a 1 m cloth pinned at its top corners must not sag between them (about 1.5 s).
+//!
 //! The two-pin square: a 1 m cloth pinned at its top corners, 1 m apart, hanging under gravity
 //! at 60 Hz with the default budget. Inextensible cloth cannot sag between pins its own width
 //! apart, so the top edge must stay straight.

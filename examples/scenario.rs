@@ -1,19 +1,37 @@
+//! Runs a scenario file (RON) headless through the bevy_ecs layer, at its own budget or a preset's (under a second for the banner, 2-10 s for the cape).
+//!
 //! Scenario runner for tuning budgets per platform: reads a scenario file (RON, see
 //! `isocloth::scenario` and `scenarios/`), runs it headless through the bevy_ecs layer and prints a
 //! table, then one JSON line (the cape demo's figures plus `conformity_residual` and
 //! `nan_frames`). Optionally writes one OBJ per frame.
 //!
-//! Run: `cargo run --release --example scenario -- scenarios/banner.ron [--obj DIR]`.
+//! Run: `cargo run --release --example scenario -- scenarios/banner.ron [--obj DIR]
+//! [--preset mobile|console|desktop|PRESET.ron]` (under a second for the banner, a few seconds
+//! for the cape). `--preset` runs the scenario at that budget instead of the file's.
 //!
 //! A malformed or hostile file ends with one line `error: FILE:LINE:COLUMN: PATH: MESSAGE`
 //! naming the problem and, as far as known, where it is, and exit status 1; never a panic or a
 //! hang.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
+use isocloth::ecs::BudgetPreset;
 use isocloth::rig::BONES;
-use isocloth::scenario::run;
+use isocloth::scenario::{ScenarioError, load, run};
+
+/// A shipped preset by name, or a preset file.
+fn preset_named(name: &str) -> Result<BudgetPreset, String> {
+    match name {
+        "mobile" => Ok(BudgetPreset::mobile()),
+        "console" => Ok(BudgetPreset::console()),
+        "desktop" => Ok(BudgetPreset::desktop()),
+        file => {
+            let text = std::fs::read_to_string(file).map_err(|e| format!("{file}: {e}"))?;
+            BudgetPreset::from_ron(&text).map_err(|e| format!("{file}: {e}"))
+        }
+    }
+}
 
 fn percentile(v: &[f64], q: f64) -> f64 {
     if v.is_empty() {
@@ -38,16 +56,49 @@ fn main() {
 /// usage). A panic inside is caught and reported as `error: internal failure ...`, status 1.
 /// (`tests/scenario_mutations.rs` runs it on mutated files.)
 pub fn runner(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
-    let usage = "usage: scenario FILE.ron [--obj DIR]";
-    let (file, obj) = match args {
-        [f] => (PathBuf::from(f), None),
-        [f, flag, dir] if flag == "--obj" => (PathBuf::from(f), Some(PathBuf::from(dir))),
-        _ => {
-            let _ = writeln!(err, "error: {usage}");
-            return 2;
+    let usage = "usage: scenario FILE.ron [--obj DIR] [--preset mobile|console|desktop|PRESET.ron]";
+    let (mut file, mut obj, mut preset) = (None, None, None);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match (a.as_str(), it.clone().next()) {
+            ("--obj", Some(v)) => {
+                obj = Some(PathBuf::from(v));
+                it.next();
+            }
+            ("--preset", Some(v)) => {
+                preset = Some(v.clone());
+                it.next();
+            }
+            (f, _) if file.is_none() && !f.starts_with("--") => file = Some(PathBuf::from(f)),
+            _ => {
+                let _ = writeln!(err, "error: {usage}");
+                return 2;
+            }
+        }
+    }
+    let Some(file) = file else {
+        let _ = writeln!(err, "error: {usage}");
+        return 2;
+    };
+    let budget = match preset.as_deref().map(preset_named) {
+        None => None,
+        Some(Ok(p)) => Some(p),
+        Some(Err(e)) => {
+            let _ = writeln!(err, "error: --preset: {e}");
+            return 1;
         }
     };
-    let outcome = std::panic::catch_unwind(|| run(&file, obj.as_deref()));
+    let outcome = std::panic::catch_unwind(|| match &budget {
+        None => run(&file, obj.as_deref()),
+        Some(b) => {
+            let text = std::fs::read_to_string(&file)
+                .map_err(|e| ScenarioError::from(e.to_string()).in_file(&file))?;
+            let dir = file.parent().unwrap_or(Path::new("."));
+            let mut loaded = load(&text, dir).map_err(|e| e.in_file(&file))?;
+            loaded.set_budget(b.clone()).map_err(|e| e.in_file(&file))?;
+            loaded.run(obj.as_deref())
+        }
+    });
     let (name, with_character, sum) = match outcome {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => {

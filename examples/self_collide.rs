@@ -1,3 +1,5 @@
+//! Self-collision: a sheet folding onto itself, the demo cape and a squeezed tube, with exact crossing counts (about 20 s).
+//!
 //! Self-collision (`isocloth::self_contact`): three scenes in which cloth meets itself, at 60 Hz
 //! with self-collision on (thickness 4 mm):
 //!

@@ -1,3 +1,5 @@
+//! Soak: the cape under random motion and teleports for N simulated minutes (about 7 s per simulated minute).
+//!
 //! Soak: a cape on the procedural character under random motion (walk, run, spin, idle, each for
 //! a random 1-6 s, with random 100 m teleports now and then) at the default budget through the
 //! ECS layer, for a given number of simulated minutes. Prints a table per simulated minute,

@@ -1,3 +1,5 @@
+//! Picks a solver budget for a platform from your own scenario file (about 3 minutes for the cape, more with checks).
+//!
 //! Picks a solver budget for a platform from the user's own scenario: runs the scenario file (the
 //! scenario runner's format) at each candidate of [`isocloth::tuning::ladder`] (1 to 4 substeps
 //! x 1 to 10 iterations, local-global and L-BFGS) and at a converged reference, and chooses the

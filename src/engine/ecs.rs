@@ -487,7 +487,7 @@ pub fn init_cloth_resources(world: &mut World) {
     }
 }
 
-/// S1: poses the shared collider set from the bone colliders ([`ClothColliders::pose`]). New
+/// S1: poses the shared collider set from the bone colliders ([`ClothColliders::gather`]). New
 /// bones are added, bad data is skipped and reported in [`ClothColliders::skipped`] (the
 /// collider keeps its last pose), and a despawned bone's collider leaves the set. A bone that
 /// moved farther than [`ClothConfig::collider_teleport_distance`] in one tick is teleported

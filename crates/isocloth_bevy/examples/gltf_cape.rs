@@ -1,4 +1,4 @@
-//! A skinned glTF character walks with a cape, through the Bevy plugin.
+//! A skinned glTF character walks with a cape, through the Bevy plugin (about 8 s).
 //!
 //! ```sh
 //! cargo run --release --example gltf_cape -- assets/CesiumMan.glb [--clip NAME]

@@ -620,7 +620,7 @@ fn to_local(transform: &GlobalTransform, positions: &mut [Vec3], normals: &mut [
 }
 
 /// S1: poses the shared collider set from the [`ClothCollider`] entities' `GlobalTransform`s
-/// ([`ClothColliders::pose`]): a new entity adds a collider, a despawned one (or one that lost
+/// ([`ClothColliders::gather`]): a new entity adds a collider, a despawned one (or one that lost
 /// the component) removes it. Bad data (a non-finite transform) is skipped and reported in
 /// [`ClothColliders::skipped`] (the collider keeps its last pose); a jump beyond
 /// [`ClothConfig::collider_teleport_distance`] teleports.
@@ -816,3 +816,9 @@ impl character::CapeLayout {
             .collect()
     }
 }
+
+/// The README's code blocks, compiled and run as doc tests of this crate (its Bevy snippet
+/// needs both crates), so that the front page cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;
