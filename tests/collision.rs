@@ -68,6 +68,17 @@ struct Drop {
 /// Drops a 0.6 m sheet (12 x 12 base cells, Coulomb coefficient `friction`) flat from height
 /// `y` onto a capsule of `radius` lying along X through the origin for 4 s.
 fn drop_on_capsule(settings: SolverSettings, radius: f64, friction: f64, y: f64) -> Drop {
+    drop_on_capsule_for(settings, radius, friction, y, 240)
+}
+
+/// [`drop_on_capsule`] for `frames` frames at 60 Hz.
+fn drop_on_capsule_for(
+    settings: SolverSettings,
+    radius: f64,
+    friction: f64,
+    y: f64,
+    frames: u32,
+) -> Drop {
     let mut cloth = sheet_with(0.6, 12, y, &[], false, settings);
     let contact = ContactSettings {
         friction,
@@ -80,7 +91,7 @@ fn drop_on_capsule(settings: SolverSettings, radius: f64, friction: f64, y: f64)
     let thickness = cloth.contact_settings().thickness;
     let (mut penetration, mut max_strain, mut mean_strain) = (0.0f64, 0.0f64, 0.0f64);
     let e0 = cloth.measures().gravitational_energy;
-    for _ in 0..240 {
+    for _ in 0..frames {
         cloth.step_with(1.0 / 60.0, &colliders).unwrap();
         colliders.finish_frame();
         penetration = penetration.max(colliders.max_penetration(cloth.positions(), thickness));
@@ -178,7 +189,10 @@ fn sheet_dropped_on_a_capsule_at_a_high_budget_comes_to_rest_on_it() {
 /// slides off one side and falls. It must do so without tearing: max strain under 10 % at
 /// every frame at every preset (measured 0.8-4.5 %; 600-870 % before per-node contact forces,
 /// `docs/lab/fidelity.md` section 5.7), no node deeper than 0.1 mm inside the thickness layer at
-/// any frame's end, and the sheet ends below the capsule (more than 1 m down after 4 s).
+/// any frame's end, and the sheet ends below the capsule (more than 1 m down after 8 s).
+/// Centred, the slide waits on a broken symmetry: with the coupled contact step at the mobile
+/// preset the sheet from 0.25 m wobbles on top of the bar for about 4.5 s before it goes
+/// (it was under 4 s with the per-node Jacobi update), hence 8 s.
 #[test]
 fn frictionless_drop_slides_off_the_capsule_without_tearing() {
     for (name, settings) in presets() {
@@ -188,7 +202,7 @@ fn frictionless_drop_slides_off_the_capsule_without_tearing() {
                 max_strain: worst,
                 height,
                 ..
-            } = drop_on_capsule(settings, 0.1, 0.0, y);
+            } = drop_on_capsule_for(settings, 0.1, 0.0, y, 480);
             assert!(pen < 1e-4, "{name} from {y}: penetration {pen} m");
             assert!(worst < 0.1, "{name} from {y}: strain {worst}");
             assert!(height < -1.0, "{name} from {y}: still at {height} m");
@@ -197,15 +211,15 @@ fn frictionless_drop_slides_off_the_capsule_without_tearing() {
 }
 
 /// The first scene: a 0.6 m sheet dropped flat onto a lying capsule of radius 3.5 cm,
-/// thinner than a forearm. Frictionless and at friction 0.3, at the console and desktop
-/// presets, it neither tears nor explodes: max strain under 10 % and mean under 1 % over 4 s
-/// (measured: console 2.7 % / 0.33 % frictionless, 8.7 % / 0.90 % at 0.3; desktop 1.1 % /
-/// 0.09 % and 0.64 % / 0.06 %; before per-node contact forces, frictionless: 280-390 %). The
-/// mobile preset (1 x 5) is not yet held to it on bars this thin (13-180 %,
-/// `docs/lab/fidelity.md` section 5.13).
+/// thinner than a forearm. Frictionless and at friction 0.3, at every preset, it neither tears
+/// nor explodes: max strain under 10 % and mean under 1 % over 4 s (measured: console 2.7 % /
+/// 0.33 % frictionless, 8.7 % / 0.90 % at 0.3; desktop 1.1 % / 0.09 % and 0.64 % / 0.06 %;
+/// before per-node contact forces, frictionless: 280-390 %). The mobile preset (1 x 5
+/// local-global) is held to it since the coupled contact step (13-180 % before,
+/// `docs/lab/2026-11-26-coupled-contact.md`).
 #[test]
 fn no_explosion_on_a_thin_capsule() {
-    for (name, settings) in presets().into_iter().skip(1) {
+    for (name, settings) in presets() {
         for friction in [0.0, 0.3] {
             let Drop {
                 max_strain: max,
