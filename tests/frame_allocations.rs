@@ -55,14 +55,9 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-/// After a first frame, 120 frames of a 2,025-node hanging sheet (both solvers, BDF2, moving pin
-/// targets, frames of uneven length that exercise the accumulator, render positions and normals
-/// written into reused buffers; and with tethers, max distance and backstops from moving skin
-/// targets and self-collision on, after 30 frames) make zero heap allocations on any thread. A second cloth of the
-/// same model, stepped 60 frames on the same thread, then holds at most 200 KiB (its state).
-/// Then the same with a body pushing the cloth (below).
-#[test]
-fn frame_loop_allocates_nothing_after_the_first_frame_and_instances_hold_only_state() {
+/// The 2,025-node sheet (22 x 22 base cells, 1 m) hanging in the XY plane, and its top row's
+/// nodes (pinned).
+fn hanging_sheet() -> (ClothMesh, Vec<u32>) {
     let cells = 22;
     let base = BaseMesh::rectangle(1.0, 1.0, cells, cells)
         .unwrap()
@@ -72,6 +67,18 @@ fn frame_loop_allocates_nothing_after_the_first_frame_and_instances_hold_only_st
         .map(|i| BaseMesh::grid_index(cells, i, cells))
         .collect();
     let pins = mesh.nodes_for_vertices(&top, true);
+    (mesh, pins)
+}
+
+/// After a first frame, 120 frames of a 2,025-node hanging sheet (both solvers, BDF2, moving pin
+/// targets, frames of uneven length that exercise the accumulator, render positions and normals
+/// written into reused buffers; and with tethers, max distance and backstops from moving skin
+/// targets and self-collision on, after 30 frames) make zero heap allocations on any thread. A second cloth of the
+/// same model, stepped 60 frames on the same thread, then holds at most 200 KiB (its state).
+/// Then the same with a body pushing the cloth (below).
+#[test]
+fn frame_loop_allocates_nothing_after_the_first_frame_and_instances_hold_only_state() {
+    let (mesh, pins) = hanging_sheet();
     for (method, limits) in [
         (SolverMethod::Lbfgs { history: 5 }, false),
         (SolverMethod::LocalGlobal, false),
@@ -168,21 +175,12 @@ fn frame_loop_allocates_nothing_after_the_first_frame_and_instances_hold_only_st
 /// With a body pushing the cloth (a ball swinging through the hanging 2,025-node sheet, so the
 /// contact set changes every frame), the frame loop allocates nothing after two swings (126
 /// frames: the cloth's list of contact forces grows to the most nodes ever in contact at once,
-/// then holds), with
-/// local-global iterations (the coupled contact step and its extra solve) and with L-BFGS (the
+/// then holds), with local-global iterations (the coupled contact step and its extra solve) and with L-BFGS (the
 /// per-node update and the collective compliance). Called from the test above: the counter is
 /// global, so the two must not run at once.
 fn frame_loop_with_contact_allocates_nothing_after_warm_up() {
     use isocloth::{ColliderSet, ColliderShape, Pose};
-    let cells = 22;
-    let base = BaseMesh::rectangle(1.0, 1.0, cells, cells)
-        .unwrap()
-        .map_positions(|p| Vec3::new(p.x, p.y, 0.0));
-    let mesh = ClothMesh::new(&base).unwrap();
-    let top: Vec<u32> = (0..=cells)
-        .map(|i| BaseMesh::grid_index(cells, i, cells))
-        .collect();
-    let pins = mesh.nodes_for_vertices(&top, true);
+    let (mesh, pins) = hanging_sheet();
     for method in [
         SolverMethod::LocalGlobal,
         SolverMethod::Lbfgs { history: 5 },

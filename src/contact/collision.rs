@@ -742,9 +742,7 @@ impl Candidate {
             start,
         }
     }
-}
 
-impl Candidate {
     /// The node's motion over the substep relative to the surface point it started on,
     /// tangential to the current normal, for the node at `x`.
     fn slip(&self, x: DVec3) -> DVec3 {

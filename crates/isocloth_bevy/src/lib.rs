@@ -190,8 +190,8 @@ impl ClothPin {
 /// position are one cloth vertex (as the OBJ loader merges them), so a mesh split at UV seams or
 /// hard edges, as exporters write it, is one cloth; with UVs, the render mesh keeps one vertex
 /// per node and UV, so each side of a seam keeps its texture coordinates (then
-/// [`ClothBones::render_nodes`] maps render vertices to nodes). Pins name source vertices. A mesh asset shared with other entities would change
-/// for them too; give each cloth its own.
+/// [`ClothBones::render_nodes`] maps render vertices to nodes). Pins name source vertices. A
+/// mesh asset shared with other entities would change for them too; give each cloth its own.
 #[derive(Component, Debug, Clone, Default)]
 pub struct SimulatedCloth {
     /// Density, bending stiffness, damping.
@@ -500,15 +500,15 @@ fn build(
         Some(r) => (r.nodes, Some(r.uvs), r.indices),
         None => (Vec::new(), None, cloth.render_indices()),
     };
-    let per_vertex = |values: &[Vec3]| -> Vec<[f32; 3]> {
-        if render_nodes.is_empty() {
-            values.iter().map(|p| p.to_array()).collect()
-        } else {
-            render_nodes
-                .iter()
-                .map(|&n| values[n as usize].to_array())
-                .collect()
-        }
+    let vertices = if render_nodes.is_empty() {
+        positions.len()
+    } else {
+        render_nodes.len()
+    };
+    let per_vertex = |values: &[Vec3]| {
+        let mut out = vec![[0.0; 3]; vertices];
+        write_vertices(&mut out, values, &render_nodes);
+        out
     };
     out.insert_attribute(Mesh::ATTRIBUTE_POSITION, per_vertex(&positions));
     out.insert_attribute(Mesh::ATTRIBUTE_NORMAL, per_vertex(&normals));
@@ -552,7 +552,8 @@ fn weld(positions: &[[f32; 3]]) -> (Vec<u32>, Vec<u32>) {
 /// with the first UV a triangle gives it, and a node that triangles give other UVs (a seam) has
 /// further vertices after those.
 struct RenderVertices {
-    /// Per vertex past the first `node_count`, its node (empty: none, vertex `i` is node `i`).
+    /// Per vertex, its node (`0..node_count` first, then the seams' extra vertices); empty
+    /// when no node has a second UV (vertex `i` is node `i`).
     nodes: Vec<u32>,
     uvs: Vec<[f32; 2]>,
     indices: Vec<u32>,
@@ -606,6 +607,23 @@ fn render_vertices(
         out.nodes = (0..node_count as u32).chain(tail).collect();
     }
     out
+}
+
+/// Per-node `values` into the render mesh's vertices `out` (vertex `i` shows node
+/// `render_nodes[i]`, or node `i` when `render_nodes` is empty); a vertex count that does not
+/// match (the asset was replaced) leaves `out` as it is.
+fn write_vertices(out: &mut [[f32; 3]], values: &[Vec3], render_nodes: &[u32]) {
+    if render_nodes.is_empty() {
+        if out.len() == values.len() {
+            for (o, v) in out.iter_mut().zip(values) {
+                *o = v.to_array();
+            }
+        }
+    } else if out.len() == render_nodes.len() {
+        for (o, &n) in out.iter_mut().zip(render_nodes) {
+            *o = values[n as usize].to_array();
+        }
+    }
 }
 
 /// World positions and normals into the frame of `transform`.
@@ -696,17 +714,7 @@ pub fn write_meshes(
             else {
                 continue;
             };
-            if bones.render_nodes.is_empty() {
-                if out.len() == values.len() {
-                    for (o, v) in out.iter_mut().zip(values) {
-                        *o = v.to_array();
-                    }
-                }
-            } else if out.len() == bones.render_nodes.len() {
-                for (o, &n) in out.iter_mut().zip(&bones.render_nodes) {
-                    *o = values[n as usize].to_array();
-                }
-            }
+            write_vertices(out, values, &bones.render_nodes);
         }
     }
 }

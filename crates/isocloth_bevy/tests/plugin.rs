@@ -61,6 +61,11 @@ fn grid(size: f32, cells: u32, y: f32) -> Mesh {
             indices.extend([a, a + n, a + 1, a + 1, a + n, a + n + 1]);
         }
     }
+    triangle_list(positions, uvs, indices)
+}
+
+/// A triangle-list mesh with positions, UVs and indices.
+fn triangle_list(positions: Vec<[f32; 3]>, uvs: Vec<[f32; 2]>, indices: Vec<u32>) -> Mesh {
     Mesh::new(
         PrimitiveTopology::TriangleList,
         RenderAssetUsages::default(),
@@ -477,13 +482,7 @@ fn grid_with_seam(size: f32, cells: u32, y: f32) -> Mesh {
             ]);
         }
     }
-    Mesh::new(
-        PrimitiveTopology::TriangleList,
-        RenderAssetUsages::default(),
-    )
-    .with_inserted_attribute(Mesh::ATTRIBUTE_POSITION, positions)
-    .with_inserted_attribute(Mesh::ATTRIBUTE_UV_0, uvs)
-    .with_inserted_indices(Indices::U32(indices))
+    triangle_list(positions, uvs, indices)
 }
 
 /// A cape split at a UV seam (4 x 4 cells, the middle column's 5 vertices in both halves) is one
