@@ -10,6 +10,9 @@
 //!   local step, solve, vector work, line search), what one more iteration adds to a frame: each
 //!   sample times as many frames at 1 substep x 5 iterations and at 1 x 1, alternating, and
 //!   reports their difference over 4.
+//! * `global_solve_lg/{nodes}` and `iteration_lg/{nodes}` (up to 8k nodes): the same at
+//!   local-global iterations (`SolverMethod::LocalGlobal`: the factor in `f64`, the
+//!   right-hand-side form), the method the tuner picks for most presets.
 //!
 //! Collision stages are in `benches/collide.rs`, many cloths in `benches/many.rs`.
 //! Run: `cargo bench --bench stages`.
@@ -22,7 +25,7 @@ mod common;
 use common::hanging_sheet;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use isocloth::stages::Stages;
-use isocloth::{Cloth, ClothModel, Material, SolverSettings};
+use isocloth::{Cloth, ClothModel, Material, SolverMethod, SolverSettings};
 
 /// Base cells per side: 2k nodes is the 45x45-node sheet of the speed issue.
 const SIZES: [usize; 4] = [11, 22, 44, 88];
@@ -61,29 +64,47 @@ fn bench_stages(c: &mut Criterion) {
             b.iter(|| cloth.step(black_box(1.0 / 60.0)).expect("finite step"))
         });
         if cells <= 44 {
-            let split = |iterations| SolverSettings {
-                substeps: 1,
-                iterations,
-                ..SolverSettings::default()
-            };
-            let (mut five, mut one) = (
-                settled_sheet_with(cells, split(5)),
-                settled_sheet_with(cells, split(1)),
+            let lg = settled_sheet_with(
+                cells,
+                SolverSettings {
+                    method: SolverMethod::LocalGlobal,
+                    ..SolverSettings::default()
+                },
             );
-            group.bench_function(id("iteration"), |b| {
-                b.iter_custom(|n| {
-                    let time = |cloth: &mut Cloth| {
-                        let start = Instant::now();
-                        for _ in 0..n {
-                            cloth.step(black_box(1.0 / 60.0)).expect("finite step");
-                        }
-                        start.elapsed()
-                    };
-                    let t5 = time(&mut five);
-                    let t1 = time(&mut one);
-                    t5.saturating_sub(t1) / 4
-                })
+            let mut lg_stages = Stages::new(&lg);
+            group.bench_function(id("global_solve_lg"), |b| {
+                b.iter(|| lg_stages.global_solve())
             });
+            for method in [SolverSettings::default().method, SolverMethod::LocalGlobal] {
+                let split = |iterations| SolverSettings {
+                    substeps: 1,
+                    iterations,
+                    method,
+                    ..SolverSettings::default()
+                };
+                let (mut five, mut one) = (
+                    settled_sheet_with(cells, split(5)),
+                    settled_sheet_with(cells, split(1)),
+                );
+                let name = match method {
+                    SolverMethod::LocalGlobal => "iteration_lg",
+                    _ => "iteration",
+                };
+                group.bench_function(id(name), |b| {
+                    b.iter_custom(|n| {
+                        let time = |cloth: &mut Cloth| {
+                            let start = Instant::now();
+                            for _ in 0..n {
+                                cloth.step(black_box(1.0 / 60.0)).expect("finite step");
+                            }
+                            start.elapsed()
+                        };
+                        let t5 = time(&mut five);
+                        let t1 = time(&mut one);
+                        t5.saturating_sub(t1) / 4
+                    })
+                });
+            }
         }
         println!(
             "{nodes} nodes: factor nnz {}, {} bytes read per solve",

@@ -14,7 +14,8 @@
 //!
 //! Run: `cargo run --release --example hanging_sheet`. Prints a table, then one JSON line.
 //! Another budget: `cargo run --release --example hanging_sheet -- 1 2` (substeps, then L-BFGS
-//! iterations per substep); the JSON's `budget` names the one run.
+//! iterations per substep), and `-- 2 5 lg` for local-global iterations instead of L-BFGS; the
+//! JSON's `budget` and `method` name the one run.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::Arc;
@@ -22,7 +23,7 @@ use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::Instant;
 
 use glam::Vec3;
-use isocloth::{BaseMesh, Cloth, ClothMesh, ClothModel, Material, SolverSettings};
+use isocloth::{BaseMesh, Cloth, ClothMesh, ClothModel, Material, SolverMethod, SolverSettings};
 
 /// Live heap bytes, counted by the global allocator below.
 static LIVE: AtomicIsize = AtomicIsize::new(0);
@@ -71,12 +72,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let settings = match args.as_slice() {
         [] => SolverSettings::default(),
-        [substeps, iterations] => SolverSettings {
+        [substeps, iterations, method @ ..] if method.len() <= 1 => SolverSettings {
             substeps: substeps.parse()?,
             iterations: iterations.parse()?,
+            method: match method.first().map(String::as_str) {
+                None | Some("lbfgs") => SolverSettings::default().method,
+                Some("lg") => SolverMethod::LocalGlobal,
+                Some(other) => return Err(format!("unknown method {other:?}: lg or lbfgs").into()),
+            },
             ..Default::default()
         },
-        _ => return Err("usage: hanging_sheet [SUBSTEPS ITERATIONS]".into()),
+        _ => return Err("usage: hanging_sheet [SUBSTEPS ITERATIONS [lg|lbfgs]]".into()),
     };
     let model = ClothModel::new(Arc::new(mesh), Material::default(), &pins, settings)?;
     drop(base);
@@ -158,6 +164,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     let json = serde_json::json!({
         "budget": format!("{}x{}", settings.substeps, settings.iterations),
+        "method": format!("{:?}", settings.method),
         "nodes": nodes,
         "iterations": iterations,
         "step_ms_median": median,
