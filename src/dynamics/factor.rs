@@ -971,23 +971,29 @@ impl<V: FactorValue> NumericFactor<V> {
                 y[i] = (y[i] - dot::<T, V, FUSED>(&diag[o..o + i], &y[..i])) * inv[c0 + i];
                 o += i;
             }
-            // Four rows at a time, sharing each load of y.
+            // Four rows at a time, sharing each load of y. The rows are zipped slices, so the
+            // inner loop carries no bounds checks (cachegrind: they were 11 of its 31
+            // instructions per four multiply-adds).
             let (quads, rest) = below.as_chunks::<4>();
-            for (q, rs) in quads.iter().enumerate() {
-                let block = &rect[4 * q * w..4 * (q + 1) * w];
-                let mut acc = [T::default(); 4];
-                for (j, &yj) in y.iter().enumerate() {
-                    for (k, a) in acc.iter_mut().enumerate() {
-                        *a = T::madd::<FUSED>(*a, block[k * w + j], yj);
-                    }
+            let (rect4, rect_rest) = rect.split_at(4 * quads.len() * w);
+            let y = &y[..w];
+            for (rs, block) in quads.iter().zip(rect4.chunks_exact(4 * w)) {
+                let (l0, block) = block.split_at(w);
+                let (l1, block) = block.split_at(w);
+                let (l2, l3) = block.split_at(w);
+                let [mut a0, mut a1, mut a2, mut a3] = [T::default(); 4];
+                for ((((&yj, &v0), &v1), &v2), &v3) in y.iter().zip(l0).zip(l1).zip(l2).zip(l3) {
+                    a0 = T::madd::<FUSED>(a0, v0, yj);
+                    a1 = T::madd::<FUSED>(a1, v1, yj);
+                    a2 = T::madd::<FUSED>(a2, v2, yj);
+                    a3 = T::madd::<FUSED>(a3, v3, yj);
                 }
-                for (k, &r) in rs.iter().enumerate() {
+                for (&r, a) in rs.iter().zip([a0, a1, a2, a3]) {
                     let r = r.into() as usize - c1;
-                    tail[r] = tail[r] - acc[k];
+                    tail[r] = tail[r] - a;
                 }
             }
-            let done = 4 * quads.len();
-            for (&r, row) in rest.iter().zip(rect[done * w..].chunks_exact(w)) {
+            for (&r, row) in rest.iter().zip(rect_rest.chunks_exact(w)) {
                 let r = r.into() as usize - c1;
                 tail[r] = tail[r] - dot::<T, V, FUSED>(row, y);
             }
@@ -1001,16 +1007,17 @@ impl<V: FactorValue> NumericFactor<V> {
             // x_j -= sum_k L_(r_k) j x_(r_k), four columns at a time with the sums in registers.
             let mut j = 0;
             while j + 4 <= w {
-                let mut acc = [T::default(); 4];
-                for (k, &r) in below.iter().enumerate() {
+                let [mut a0, mut a1, mut a2, mut a3] = [T::default(); 4];
+                for (&r, row) in below.iter().zip(rect.chunks_exact(w)) {
                     let xr = tail[r.into() as usize - c1];
-                    let l = &rect[k * w + j..k * w + j + 4];
-                    for q in 0..4 {
-                        acc[q] = T::madd::<FUSED>(acc[q], l[q], xr);
-                    }
+                    let &[v0, v1, v2, v3] = row[j..].first_chunk::<4>().expect("j + 4 <= w");
+                    a0 = T::madd::<FUSED>(a0, v0, xr);
+                    a1 = T::madd::<FUSED>(a1, v1, xr);
+                    a2 = T::madd::<FUSED>(a2, v2, xr);
+                    a3 = T::madd::<FUSED>(a3, v3, xr);
                 }
-                for q in 0..4 {
-                    x[j + q] = x[j + q] - acc[q];
+                for (q, a) in [a0, a1, a2, a3].into_iter().enumerate() {
+                    x[j + q] = x[j + q] - a;
                 }
                 j += 4;
             }
@@ -1018,16 +1025,14 @@ impl<V: FactorValue> NumericFactor<V> {
                 // Four partial sums over the rows, so the multiply-adds do not wait on each other.
                 let mut acc = [T::default(); 4];
                 let (quads, rest) = below.as_chunks::<4>();
-                for (q, rs) in quads.iter().enumerate() {
-                    for (k, &r) in rs.iter().enumerate() {
-                        let l = rect[(4 * q + k) * w + j];
-                        acc[k] = T::madd::<FUSED>(acc[k], l, tail[r.into() as usize - c1]);
+                let (rect4, rect_rest) = rect.split_at(4 * quads.len() * w);
+                for (rs, block) in quads.iter().zip(rect4.chunks_exact(4 * w)) {
+                    for ((&r, row), a) in rs.iter().zip(block.chunks_exact(w)).zip(&mut acc) {
+                        *a = T::madd::<FUSED>(*a, row[j], tail[r.into() as usize - c1]);
                     }
                 }
-                let done = 4 * quads.len();
-                for (k, &r) in rest.iter().enumerate() {
-                    let l = rect[(done + k) * w + j];
-                    acc[k] = T::madd::<FUSED>(acc[k], l, tail[r.into() as usize - c1]);
+                for ((&r, row), a) in rest.iter().zip(rect_rest.chunks_exact(w)).zip(&mut acc) {
+                    *a = T::madd::<FUSED>(*a, row[j], tail[r.into() as usize - c1]);
                 }
                 x[j] = x[j] - ((acc[0] + acc[1]) + (acc[2] + acc[3]));
             }
