@@ -1042,7 +1042,18 @@ impl<V: FactorValue> NumericFactor<V> {
                 let xi = x[i] * inv[c0 + i];
                 x[i] = xi;
                 let row = &diag[i * i.saturating_sub(1) / 2..][..i];
-                for (xj, &l) in x[..i].iter_mut().zip(row) {
+                // Four entries per step, written out: left as one loop the vectoriser took four
+                // rows' lanes apart and put them back together (cachegrind: 33 instructions per
+                // four multiply-adds, most of them shuffles).
+                let (xc, xr) = x[..i].as_chunks_mut::<4>();
+                let (lc, lr) = row.as_chunks::<4>();
+                for (xs, ls) in xc.iter_mut().zip(lc) {
+                    xs[0] = T::madd::<FUSED>(xs[0], -ls[0], xi);
+                    xs[1] = T::madd::<FUSED>(xs[1], -ls[1], xi);
+                    xs[2] = T::madd::<FUSED>(xs[2], -ls[2], xi);
+                    xs[3] = T::madd::<FUSED>(xs[3], -ls[3], xi);
+                }
+                for (xj, &l) in xr.iter_mut().zip(lr) {
                     *xj = T::madd::<FUSED>(*xj, -l, xi);
                 }
             }
