@@ -239,12 +239,18 @@ fn limit_prediction_strain(model: &ClothModel, x: &[DVec3], x_tilde: &mut [DVec3
         for k in 0..3 {
             let (i, j) = (nodes[k] as usize, nodes[(k + 1) % 3] as usize);
             let rest = rest[k];
-            let now = x[j].distance(x[i]) / rest - 1.0;
             let d = x_tilde[j] - x_tilde[i];
             let len = d.length();
             let predicted = len / rest - 1.0;
+            // Within the tolerance it is within the limit, whatever the current strain: most
+            // edges stop here, without the current length's square root (perf: this sweep was
+            // 6 % of a 10 x 1 frame).
+            if predicted.abs() <= PREDICTION_STRAIN_TOLERANCE || len == 0.0 {
+                continue;
+            }
+            let now = x[j].distance(x[i]) / rest - 1.0;
             let limit = now.abs().max(PREDICTION_STRAIN_TOLERANCE);
-            if predicted.abs() <= limit || len == 0.0 {
+            if predicted.abs() <= limit {
                 continue;
             }
             let (wi, wj) = (inv_mass(i), inv_mass(j));
