@@ -1176,11 +1176,6 @@ impl ContactPass {
         !self.candidates.is_empty() || self.self_contact.active()
     }
 
-    /// Whether the substep has no self-contact pairs.
-    pub fn self_contact_idle(&self) -> bool {
-        !self.self_contact.active()
-    }
-
     /// Whether a game constraint pushes its node (after the last [`ContactPass::update`]).
     pub fn limit_pushing(&self) -> bool {
         self.limit_pushing

@@ -377,7 +377,7 @@ fn local_global(
             x[node as usize] = b.vec() + scratch.origin;
         }
         if active {
-            if contact.pass.self_contact_idle() {
+            if !contact.pass.self_contact.active() {
                 contact_step(model, symbolic, factor, x, scratch, contact);
             } else {
                 contact_iteration(model, symbolic, factor, x, scratch, contact);
