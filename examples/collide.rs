@@ -76,6 +76,7 @@ fn sweep_scene() -> Result<Scene, Box<dyn std::error::Error>> {
     let sweep = LimbSweep {
         radius: 0.04,
         speed: 10.0,
+        taper: None,
     };
     let (mut cloth, mut colliders, limb) = sweep.setup(SolverSettings::default())?;
     let mut scene = Scene::default();

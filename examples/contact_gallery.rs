@@ -26,6 +26,17 @@
 //! - **g** `g-cape-limits`: the same with the demo's game constraints
 //!   (`rig::demo_cape_limits`: max distance 0 at the collar to 0.4 m at the hem, a backstop
 //!   1 cm behind the skinned cape).
+//! - **h** the world's shapes, each row named after its shape: `h-box-table` (a 1 m tablecloth
+//!   dropped on a table: a box top on four box legs), `h-box-edge` (the 0.6 m sheet across a
+//!   box's edge, a third hanging over, friction 0.8), `h-box-corner` (over a box's top corner,
+//!   friction 0.8), `h-convex-rock` (on the convex hull of 30 points), `h-heightfield-slope` (on
+//!   a bumpy 20 degree slope, friction 0.8; `creep`: the centre of mass may move at most 1 cm
+//!   over the last 2 s), `h-cylinder-pole-wind` (a banner hanging behind a 3 cm pole, blown
+//!   round it by 4 m/s wind; not at rest), `h-trimesh-obj` (on the closed mesh
+//!   `scenarios/meshes/mound.obj`), `h-tapered-limb-v10` (scene d with a tapered limb, radius
+//!   4 cm to 2.5 cm, at 10 m/s). A body's core for `tunnelled_nodes` is, for these shapes, the
+//!   body deeper than half its thinnest half-size (at most 1 cm), sampled at nine points of the
+//!   path.
 //!
 //! Figures of a cell (one scene at one preset), with their JSON names:
 //!
@@ -96,15 +107,17 @@ mod collide_scenes;
 mod render;
 
 use std::error::Error;
+use std::sync::Arc;
 use std::time::Instant;
 
 use cape_scene::CapeScene;
 use collide_scenes::{LimbSweep, lying, two_body_drop};
-use glam::{DQuat, DVec3, Vec3};
+use glam::{DQuat, DVec2, DVec3, Vec3};
 use isocloth::ecs::{BudgetPreset, ClothConfig};
+use isocloth::obj::{ObjMesh, ObjOptions};
 use isocloth::{
-    BaseMesh, Cloth, ClothMesh, ColliderId, ColliderSet, ColliderShape, ContactSettings, Material,
-    Pose, SolverSettings,
+    Aerodynamics, BaseMesh, Cloth, ClothMesh, ColliderId, ColliderSet, ColliderShape,
+    ContactSettings, ConvexHull, HeightField, Material, Pose, SolverSettings, TriangleMesh,
 };
 use render::{Camera, Grid, Style};
 use tiny_skia::{Pixmap, PixmapPaint, Transform};
@@ -147,6 +160,30 @@ enum Kind {
     CollideDrop,
     /// f, g: the `cape` demo, with its game constraints in g.
     Cape { limits: bool },
+    /// h: cloth on the world's shapes.
+    World(World),
+}
+
+/// Scenes h: the world's collider shapes (rows named after the shape).
+#[derive(Debug, Clone, Copy)]
+enum World {
+    /// `h-box-table`: a 1 m tablecloth dropped on a table (a box top on four box legs).
+    Table,
+    /// `h-box-edge`: the 0.6 m sheet dropped across a box's straight edge (friction 0.8).
+    Edge,
+    /// `h-box-corner`: the sheet dropped over a box's top corner (friction 0.8).
+    Corner,
+    /// `h-convex-rock`: the sheet dropped on a rock, the convex hull of 30 points.
+    Rock,
+    /// `h-heightfield-slope`: the sheet dropped on a bumpy 20 degree slope, friction 0.8
+    /// holding it (creep over the last 2 s under 1 cm).
+    Slope,
+    /// `h-cylinder-pole-wind`: a banner hanging behind a 3 cm pole, blown onto and round it by
+    /// 4 m/s wind.
+    Pole,
+    /// `h-trimesh-obj`: the sheet dropped on a closed triangle mesh read from
+    /// `scenarios/meshes/mound.obj`.
+    Mesh,
 }
 
 struct Scene {
@@ -159,6 +196,7 @@ impl Scene {
     fn ends_at_rest(&self) -> bool {
         match self.kind {
             Kind::Drop { .. } | Kind::CollideDrop => true,
+            Kind::World(w) => !matches!(w, World::Pole),
             Kind::Tilt { friction } => friction > 0.0,
             Kind::Limb(_) | Kind::Cape { .. } => false,
         }
@@ -201,11 +239,34 @@ fn all_scenes() -> Vec<Scene> {
         for speed in [10.0, 20.0] {
             add(
                 format!("d-limb-r{radius}-v{speed}"),
-                Kind::Limb(LimbSweep { radius, speed }),
+                Kind::Limb(LimbSweep {
+                    radius,
+                    speed,
+                    taper: None,
+                }),
             );
         }
     }
     add("e-collide-drop".into(), Kind::CollideDrop);
+    for (name, world) in [
+        ("h-box-table", World::Table),
+        ("h-box-edge", World::Edge),
+        ("h-box-corner", World::Corner),
+        ("h-convex-rock", World::Rock),
+        ("h-heightfield-slope", World::Slope),
+        ("h-cylinder-pole-wind", World::Pole),
+        ("h-trimesh-obj", World::Mesh),
+    ] {
+        add(name.into(), Kind::World(world));
+    }
+    add(
+        "h-tapered-limb-v10".into(),
+        Kind::Limb(LimbSweep {
+            radius: 0.04,
+            speed: 10.0,
+            taper: Some(0.025),
+        }),
+    );
     add("f-cape".into(), Kind::Cape { limits: false });
     add("g-cape-limits".into(), Kind::Cape { limits: true });
     scenes
@@ -245,6 +306,11 @@ enum Motion {
         sweep: LimbSweep,
         footprint: usize,
     },
+    /// Still bodies; `com` is the centre of mass after frame `from` (creep is measured from it).
+    Hold {
+        from: usize,
+        com: Option<DVec3>,
+    },
 }
 
 /// Scene c: the capsule's rotation at the end of frame `frame`.
@@ -258,7 +324,7 @@ impl Motion {
     /// Sets the bodies' poses at the end of frame `frame`.
     fn pose(&self, frame: usize, colliders: &mut ColliderSet) -> Result<(), Box<dyn Error>> {
         match *self {
-            Motion::Still => {}
+            Motion::Still | Motion::Hold { .. } => {}
             Motion::Tilt { id, .. } => {
                 colliders.set_pose(id, Pose::new(DVec3::ZERO, tilt_rotation(frame)))?;
             }
@@ -273,6 +339,11 @@ impl Motion {
     fn observe(&mut self, frame: usize, cloth: &Cloth) {
         match self {
             Motion::Still => {}
+            Motion::Hold { from, com } => {
+                if frame == *from {
+                    *com = Some(cloth.center_of_mass());
+                }
+            }
             Motion::Tilt { com_hold, .. } => {
                 if frame + 1 == TILT_SETTLE + TILT_RAMP {
                     *com_hold = Some(cloth.center_of_mass());
@@ -353,12 +424,13 @@ impl Recorder {
             ) else {
                 continue;
             };
+            let core = Core::new(&shape);
             for (node, (&a, &b)) in self.previous.iter().zip(positions).enumerate() {
                 if self.tunnelled[node] || !(a.is_finite() && b.is_finite()) {
                     continue;
                 }
                 let inside = colliders.signed_distance(id, b).is_some_and(|d| d < -1e-3);
-                if inside || through_core(shape, &before, &after, a, b) {
+                if inside || core.crossed(&before, &after, a, b) {
                     self.tunnelled[node] = true;
                 }
             }
@@ -382,26 +454,59 @@ impl Recorder {
     }
 }
 
-/// Whether a node's straight path from world `a` (seen in pose `before`) to world `b` (seen in
-/// `after`) passes through the core of a body of `shape`: within half its radius of a
-/// capsule's axis or a sphere's centre, or ending over 1 cm below a plane.
-fn through_core(shape: ColliderShape, before: &Pose, after: &Pose, a: DVec3, b: DVec3) -> bool {
-    let (p, q) = (
-        before.inverse_transform_point(a),
-        after.inverse_transform_point(b),
-    );
-    match shape {
-        ColliderShape::Capsule {
-            half_height,
-            radius,
-        } => {
-            let axis = DVec3::new(0.0, half_height, 0.0);
-            segment_distance(p, q, -axis, axis) < 0.5 * radius
+/// A body's core, which no node's path may cross: within half its radius of a capsule's axis or
+/// a sphere's centre, over 1 cm below a plane, and for the other shapes deeper inside than half
+/// their thinnest half-size (at most 1 cm), sampled at nine points of the path.
+enum Core {
+    Segment(DVec3, f64),
+    Plane,
+    Deep(ColliderSet, f64),
+}
+
+impl Core {
+    fn new(shape: &ColliderShape) -> Self {
+        let depth = match *shape {
+            ColliderShape::Capsule {
+                half_height,
+                radius,
+            } => return Core::Segment(DVec3::new(0.0, half_height, 0.0), 0.5 * radius),
+            ColliderShape::Sphere { radius } => return Core::Segment(DVec3::ZERO, 0.5 * radius),
+            ColliderShape::Plane => return Core::Plane,
+            ColliderShape::Cuboid { half_extents } => 0.5 * half_extents.min_element(),
+            ColliderShape::Cylinder {
+                half_height,
+                radius,
+            } => 0.5 * half_height.min(radius),
+            ColliderShape::TaperedCapsule {
+                bottom_radius,
+                top_radius,
+                ..
+            } => 0.5 * bottom_radius.min(top_radius),
+            _ => 0.01,
+        };
+        let mut local = ColliderSet::new();
+        local
+            .add(shape.clone(), Pose::IDENTITY)
+            .expect("a shape from the set is valid");
+        Core::Deep(local, depth.min(0.01))
+    }
+
+    /// Whether a node's straight path from world `a` (seen in pose `before`) to world `b` (seen
+    /// in `after`) passes through the core.
+    fn crossed(&self, before: &Pose, after: &Pose, a: DVec3, b: DVec3) -> bool {
+        let (p, q) = (
+            before.inverse_transform_point(a),
+            after.inverse_transform_point(b),
+        );
+        match self {
+            Core::Segment(axis, r) => segment_distance(p, q, -*axis, *axis) < *r,
+            Core::Plane => q.y < -0.01,
+            Core::Deep(local, depth) => (0..=8).any(|k| {
+                local
+                    .signed_distance(0, p.lerp(q, k as f64 / 8.0))
+                    .is_some_and(|d| d < -depth)
+            }),
         }
-        ColliderShape::Sphere { radius } => {
-            segment_distance(p, q, DVec3::ZERO, DVec3::ZERO) < 0.5 * radius
-        }
-        ColliderShape::Plane => q.y < -0.01,
     }
 }
 
@@ -568,9 +673,160 @@ fn fixed_camera(kind: &Kind) -> Camera {
     let (eye, target) = match kind {
         Kind::Limb(_) => (DVec3::new(1.7, 1.1, 1.9), DVec3::new(0.0, 0.5, 0.15)),
         Kind::CollideDrop => (DVec3::new(1.0, 0.8, 1.25), DVec3::new(0.0, -0.05, 0.0)),
+        Kind::World(World::Table) => (DVec3::new(1.1, 0.8, 1.4), DVec3::new(0.0, -0.2, 0.0)),
+        Kind::World(World::Pole) => (DVec3::new(0.9, 0.9, 1.2), DVec3::new(0.0, 0.3, 0.0)),
         _ => (DVec3::new(0.6, 0.45, 0.8), DVec3::new(0.0, -0.08, 0.0)),
     };
     Camera::look_at(eye, target, 0.8, TILE_W, TILE_H)
+}
+
+/// Scene `h-cylinder-pole-wind`: the wind's speed (m/s).
+const WIND: f64 = 4.0;
+
+/// Scenes h: the cloth, the world's bodies, how they move and the frames to run.
+fn world_scene(
+    world: World,
+    settings: SolverSettings,
+) -> Result<(Cloth, ColliderSet, Motion, usize), Box<dyn Error>> {
+    let mut colliders = ColliderSet::new();
+    let cuboid = |x: f64, y: f64, z: f64| ColliderShape::Cuboid {
+        half_extents: DVec3::new(x, y, z),
+    };
+    let at = |x: f64, y: f64, z: f64| Pose::from_translation(DVec3::new(x, y, z));
+    let mut friction = ContactSettings::default().friction;
+    let mut motion = Motion::Still;
+    let mut frames = 240;
+    let cloth = match world {
+        World::Table => {
+            // Top 0.8 x 0.5 m, 3 cm thick, its upper face at y = 0; legs 4 cm square.
+            colliders.add(cuboid(0.4, 0.015, 0.25), at(0.0, -0.015, 0.0))?;
+            for (x, z) in [(-0.35, -0.2), (0.35, -0.2), (-0.35, 0.2), (0.35, 0.2)] {
+                colliders.add(cuboid(0.02, 0.35, 0.02), at(x, -0.38, z))?;
+            }
+            let base = BaseMesh::rectangle(1.0, 1.0, 16, 16)?
+                .map_positions(|p| Vec3::new(p.x - 0.5, 0.2, -(p.y - 0.5)));
+            Cloth::from_mesh(ClothMesh::new(&base)?, Material::default(), &[], settings)?
+        }
+        World::Edge => {
+            // A 0.6 m box whose top face is at y = 0 and whose edge along Z is 0.1 m from the
+            // sheet's centre: a third of the sheet hangs over it. Friction 0.8 (cloth on wood)
+            // holds that; at 0.3 the hanging third outweighs what friction on the other two
+            // can hold and the sheet slides off, as it should.
+            friction = 0.8;
+            colliders.add(cuboid(0.3, 0.3, 0.3), at(-0.2, -0.3, 0.0))?;
+            small_sheet(0.2, settings)?
+        }
+        World::Corner => {
+            // The box's top corner 0.2 m from the sheet's centre along X and Z: the sheet
+            // drapes over two edges and the corner, 69 % of it on the top (friction 0.8).
+            friction = 0.8;
+            colliders.add(cuboid(0.3, 0.3, 0.3), at(-0.1, -0.3, -0.1))?;
+            small_sheet(0.2, settings)?
+        }
+        World::Rock => {
+            colliders.add(
+                ColliderShape::ConvexHull(Arc::new(ConvexHull::new(rock_points(30))?)),
+                Pose::IDENTITY,
+            )?;
+            small_sheet(0.32, settings)?
+        }
+        World::Slope => {
+            friction = 0.8;
+            let field = slope_field();
+            let start = 0.05
+                + (0..=12)
+                    .flat_map(|i| (0..=12).map(move |j| (i, j)))
+                    .map(|(i, j)| slope_height(-0.3 + 0.05 * i as f64, -0.3 + 0.05 * j as f64))
+                    .fold(f64::MIN, f64::max);
+            colliders.add(ColliderShape::HeightField(Arc::new(field)), Pose::IDENTITY)?;
+            motion = Motion::Hold {
+                from: 119,
+                com: None,
+            };
+            small_sheet(start as f32, settings)?
+        }
+        World::Pole => {
+            colliders.add(
+                ColliderShape::Cylinder {
+                    half_height: 0.6,
+                    radius: 0.015,
+                },
+                at(0.0, 0.4, 0.0),
+            )?;
+            let cells = 12;
+            let base = BaseMesh::rectangle(0.6, 0.6, cells, cells)?
+                .map_positions(|p| Vec3::new(p.x - 0.3, p.y + 0.3, 0.06));
+            let mesh = ClothMesh::new(&base)?;
+            let top: Vec<u32> = (0..=cells)
+                .map(|i| BaseMesh::grid_index(cells, i, cells))
+                .collect();
+            let pins = mesh.nodes_for_vertices(&top, true);
+            let mut cloth = Cloth::from_mesh(mesh, Material::default(), &pins, settings)?;
+            cloth.set_aerodynamics(Aerodynamics::cloth(DVec3::new(0.0, 0.0, -WIND)))?;
+            frames = 180;
+            cloth
+        }
+        World::Mesh => {
+            let file =
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/meshes/mound.obj");
+            colliders.add(
+                ColliderShape::TriMesh(Arc::new(obj_trimesh(&file)?)),
+                Pose::IDENTITY,
+            )?;
+            small_sheet(0.35, settings)?
+        }
+    };
+    let mut cloth = cloth;
+    cloth.set_contact_settings(ContactSettings {
+        friction,
+        ..ContactSettings::default()
+    })?;
+    Ok((cloth, colliders, motion, frames))
+}
+
+/// A collider mesh from an OBJ file: the file's vertices (merged where they coincide) and
+/// triangles, by the rules of `isocloth::obj`.
+fn obj_trimesh(file: &std::path::Path) -> Result<TriangleMesh, Box<dyn Error>> {
+    let reader = std::fs::File::open(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let obj = ObjMesh::read(&mut std::io::BufReader::new(reader), &ObjOptions::default())?;
+    let vertices = obj.base.positions.iter().map(|p| p.as_dvec3()).collect();
+    Ok(TriangleMesh::new(vertices, obj.base.triangles)?)
+}
+
+/// Scene `h-convex-rock`: `n` points on a lumpy ellipsoid (0.25 x 0.15 x 0.2 m) resting on
+/// y = 0, from a fixed sequence (golden-angle spiral, radii varied by a fixed pattern).
+fn rock_points(n: usize) -> Vec<DVec3> {
+    (0..n)
+        .map(|k| {
+            let y = 1.0 - 2.0 * (k as f64 + 0.5) / n as f64;
+            let r = (1.0 - y * y).sqrt();
+            let a = k as f64 * 2.399_963_229_728_653;
+            let lump = 1.0 + 0.12 * ((k * 7 % 5) as f64 / 4.0 - 0.5);
+            DVec3::new(0.25 * r * a.cos(), 0.15 * y + 0.15, 0.2 * r * a.sin()) * lump
+        })
+        .collect()
+}
+
+/// Scene `h-heightfield-slope`: height over (x, z): a 20 degree slope down toward +X with
+/// 1 cm bumps.
+fn slope_height(x: f64, z: f64) -> f64 {
+    -20f64.to_radians().tan() * x + 0.01 * (9.0 * x).sin() * (7.0 * z).cos()
+}
+
+/// The slope's height field: 2 x 2 m, 33 x 33 samples.
+fn slope_field() -> HeightField {
+    let n = 33;
+    let heights = (0..n)
+        .flat_map(|r| {
+            (0..n).map(move |c| {
+                slope_height(
+                    -1.0 + 2.0 * c as f64 / (n - 1) as f64,
+                    -1.0 + 2.0 * r as f64 / (n - 1) as f64,
+                )
+            })
+        })
+        .collect();
+    HeightField::new(n, n, DVec2::new(2.0, 2.0), heights).expect("a valid height field")
 }
 
 /// How far a seeded run moves each node's start (metres per coordinate; `--seeds`).
@@ -632,6 +888,7 @@ fn run_core(scene: &Scene, settings: SolverSettings, seed: u64) -> Result<Outcom
             let (cloth, colliders) = two_body_drop(settings)?;
             (cloth, colliders, Motion::Still, 180)
         }
+        Kind::World(world) => world_scene(world, settings)?,
         Kind::Cape { .. } => unreachable!("the cape runs through the ECS"),
     };
     if seed != 0 {
@@ -667,6 +924,9 @@ fn run_core(scene: &Scene, settings: SolverSettings, seed: u64) -> Result<Outcom
             slid_off = Some(moved.abs() > 0.25 || left);
         }
         Motion::Sweep { footprint, .. } => extra_tunnelled = footprint,
+        Motion::Hold { com, .. } => {
+            creep = Some(com.map_or(f64::NAN, |c| cloth.center_of_mass().distance(c)));
+        }
     }
     // Whether the cloth of a scene meant to end at rest on a body is still on one: some node
     // within 1 cm of the thickness layer of some body.
@@ -850,6 +1110,14 @@ fn run_cell(scene: &Scene, preset: &BudgetPreset, seed: u64) -> Result<Cell, Box
             detail: format!("{} recoveries", out.recoveries),
         },
     ];
+    if let Kind::World(World::Slope) = scene.kind {
+        let creep = out.creep.unwrap_or(f64::NAN);
+        checks.push(Check {
+            name: "creep",
+            ok: creep < 0.01,
+            detail: format!("creep {:.1} mm over the last 2 s >= 10 mm", creep * 1e3),
+        });
+    }
     if let Kind::Tilt { friction } = scene.kind {
         let creep = out.creep.unwrap_or(f64::NAN);
         if friction > 0.0 {

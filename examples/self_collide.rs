@@ -228,8 +228,8 @@ fn tube(
     };
     let mut colliders = ColliderSet::new();
     let ids = [
-        colliders.add(capsule, pose(1.0, 0.0))?,
-        colliders.add(capsule, pose(-1.0, 0.0))?,
+        colliders.add(capsule.clone(), pose(1.0, 0.0))?,
+        colliders.add(capsule.clone(), pose(-1.0, 0.0))?,
     ];
     let frames = 180;
     let mut fig = Figures {
@@ -253,7 +253,10 @@ fn tube(
                 320,
                 240,
             );
-            let bodies = vec![(capsule, pose(1.0, t)), (capsule, pose(-1.0, t))];
+            let bodies = vec![
+                (capsule.clone(), pose(1.0, t)),
+                (capsule.clone(), pose(-1.0, t)),
+            ];
             shots.push(shot(&cloth, bodies, cam, false));
         }
     }

@@ -412,7 +412,7 @@ fn a_removed_collider_lets_the_cloth_fall_and_its_id_is_reused() {
         let mut cloth = sheet(0.4, 6, 0.06, &[], false);
         let mut colliders = ColliderSet::new();
         let (shape, pose) = lying_capsule(DVec3::ZERO, 0.3, 0.05, 0.0);
-        let id = colliders.add(shape, pose).unwrap();
+        let id = colliders.add(shape.clone(), pose).unwrap();
         for _ in 0..120 {
             cloth.step_with(1.0 / 60.0, &colliders).unwrap();
             colliders.finish_frame();

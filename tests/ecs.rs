@@ -337,7 +337,7 @@ fn a_despawned_bone_collider_leaves_the_set() {
                 .spawn((
                     BonePose(Pose::new(DVec3::new(k as f64, 0.0, 0.0), DQuat::IDENTITY)),
                     BoneCollider {
-                        shape,
+                        shape: shape.clone(),
                         offset: Pose::IDENTITY,
                     },
                 ))

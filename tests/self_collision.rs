@@ -107,7 +107,7 @@ fn a_tube_squeezed_flat_between_two_capsules_keeps_its_walls_apart() {
     };
     let pose = |side: f64, t: f64| Pose::new(DVec3::new(side * offset(t), 0.75, 0.0), along_z);
     let mut colliders = ColliderSet::new();
-    let a = colliders.add(capsule, pose(1.0, 0.0)).unwrap();
+    let a = colliders.add(capsule.clone(), pose(1.0, 0.0)).unwrap();
     let b = colliders.add(capsule, pose(-1.0, 0.0)).unwrap();
     for frame in 0..90 {
         let t = (frame + 1) as f64 * DT;

@@ -47,6 +47,8 @@ pub struct LimbSweep {
     pub radius: f64,
     /// Sweep speed in m/s.
     pub speed: f64,
+    /// A tapered limb's radius at its +X end (`radius` at its -X end); `None`: a capsule.
+    pub taper: Option<f64>,
 }
 
 impl LimbSweep {
@@ -72,13 +74,18 @@ impl LimbSweep {
         let pins = mesh.nodes_for_vertices(&top, true);
         let cloth = Cloth::from_mesh(mesh, Material::default(), &pins, settings)?;
         let mut colliders = ColliderSet::new();
-        let limb = colliders.add(
-            ColliderShape::Capsule {
+        let shape = match self.taper {
+            None => ColliderShape::Capsule {
                 half_height: Self::HALF_HEIGHT,
                 radius: self.radius,
             },
-            self.pose_after(None),
-        )?;
+            Some(top_radius) => ColliderShape::TaperedCapsule {
+                half_height: Self::HALF_HEIGHT,
+                bottom_radius: self.radius,
+                top_radius,
+            },
+        };
+        let limb = colliders.add(shape, self.pose_after(None))?;
         Ok((cloth, colliders, limb))
     }
 

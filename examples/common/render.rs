@@ -184,6 +184,27 @@ pub fn render_with_skin(
             outlines.push(((p.0, p.1), (q.0, q.1), width));
         }
     }
+    for (shape, pose) in bodies {
+        for [a, b, c] in body_triangles(shape)
+            .into_iter()
+            .flat_map(|t| split(t, 0.08))
+            .map(|t| t.map(|v| pose.transform_point(v)))
+        {
+            let n = (b - a).cross(c - a).normalize_or(DVec3::Y);
+            let (Some(p), Some(q), Some(r)) = (cam.project(a), cam.project(b), cam.project(c))
+            else {
+                continue;
+            };
+            let g = 0.55 + 0.4 * n.dot(light).abs();
+            shapes.push((
+                (p.2 + q.2 + r.2) / 3.0,
+                Shape::Triangle(
+                    [(p.0, p.1), (q.0, q.1), (r.0, r.1)],
+                    Color::from_rgba8((75.0 * g) as u8, (150.0 * g) as u8, (195.0 * g) as u8, 255),
+                ),
+            ));
+        }
+    }
     for t in indices.chunks_exact(3) {
         let [a, b, c] = [t[0], t[1], t[2]].map(|i| positions[i as usize].as_dvec3());
         let n = (b - a).cross(c - a).normalize_or(DVec3::Y);
@@ -279,7 +300,96 @@ fn body_segment(shape: &ColliderShape, pose: &Pose) -> Option<(DVec3, DVec3, f64
             radius,
         )),
         ColliderShape::Sphere { radius } => Some((pose.translation, pose.translation, radius)),
-        ColliderShape::Plane => None,
+        ColliderShape::TaperedCapsule {
+            half_height,
+            bottom_radius,
+            top_radius,
+        } => Some((
+            pose.transform_point(DVec3::new(0.0, -half_height, 0.0)),
+            pose.transform_point(DVec3::new(0.0, half_height, 0.0)),
+            0.5 * (bottom_radius + top_radius),
+        )),
+        _ => None,
+    }
+}
+
+/// `t` split into four until no edge is longer than `max` (so that a large face sorts by depth
+/// with the cloth lying on it).
+fn split(t: [DVec3; 3], max: f64) -> Vec<[DVec3; 3]> {
+    let [a, b, c] = t;
+    if a.distance(b).max(b.distance(c)).max(c.distance(a)) <= max {
+        return vec![t];
+    }
+    let (ab, bc, ca) = ((a + b) / 2.0, (b + c) / 2.0, (c + a) / 2.0);
+    [[a, ab, ca], [ab, b, bc], [ca, bc, c], [ab, bc, ca]]
+        .into_iter()
+        .flat_map(|t| split(t, max))
+        .collect()
+}
+
+/// The triangles drawn for a body that is not a segment (local frame): boxes, cylinders,
+/// hulls, meshes and height fields.
+fn body_triangles(shape: &ColliderShape) -> Vec<[DVec3; 3]> {
+    let quad = |a: DVec3, b: DVec3, c: DVec3, d: DVec3| [[a, b, c], [a, c, d]];
+    match shape {
+        ColliderShape::Cuboid { half_extents: e } => {
+            let v = |i: usize| {
+                DVec3::new(
+                    if i & 1 == 0 { -e.x } else { e.x },
+                    if i & 2 == 0 { -e.y } else { e.y },
+                    if i & 4 == 0 { -e.z } else { e.z },
+                )
+            };
+            [
+                [0, 2, 3, 1],
+                [4, 5, 7, 6],
+                [0, 1, 5, 4],
+                [2, 6, 7, 3],
+                [0, 4, 6, 2],
+                [1, 3, 7, 5],
+            ]
+            .iter()
+            .flat_map(|f| quad(v(f[0]), v(f[1]), v(f[2]), v(f[3])))
+            .collect()
+        }
+        ColliderShape::Cylinder {
+            half_height: h,
+            radius: r,
+        } => {
+            let k = 24;
+            let rim = |i: usize, y: f64| {
+                let a = std::f64::consts::TAU * i as f64 / k as f64;
+                DVec3::new(r * a.cos(), y, r * a.sin())
+            };
+            (0..k)
+                .flat_map(|i| {
+                    let (a0, a1, b0, b1) = (rim(i, -h), rim(i + 1, -h), rim(i, *h), rim(i + 1, *h));
+                    let [s0, s1] = quad(a0, a1, b1, b0);
+                    [s0, s1, [DVec3::Y * *h, b0, b1], [DVec3::Y * -h, a1, a0]]
+                })
+                .collect()
+        }
+        ColliderShape::ConvexHull(hull) => hull.triangles().to_vec(),
+        ColliderShape::TriMesh(mesh) => mesh
+            .triangles()
+            .iter()
+            .map(|t| t.map(|i| mesh.vertices()[i as usize]))
+            .collect(),
+        ColliderShape::HeightField(field) => {
+            let (rows, cols, size) = (field.rows(), field.columns(), field.size());
+            let v = |r: usize, c: usize| {
+                DVec3::new(
+                    -0.5 * size.x + size.x * c as f64 / (cols - 1) as f64,
+                    field.heights()[r * cols + c],
+                    -0.5 * size.y + size.y * r as f64 / (rows - 1) as f64,
+                )
+            };
+            (0..rows - 1)
+                .flat_map(|r| (0..cols - 1).map(move |c| (r, c)))
+                .flat_map(|(r, c)| quad(v(r, c), v(r + 1, c), v(r + 1, c + 1), v(r, c + 1)))
+                .collect()
+        }
+        _ => Vec::new(),
     }
 }
 

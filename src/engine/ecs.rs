@@ -89,7 +89,7 @@ impl ClothSim {
 pub struct BonePose(pub Pose);
 
 /// A collision shape carried by a bone entity (its [`BonePose`] times `offset`).
-#[derive(Component, Debug, Clone, Copy, PartialEq)]
+#[derive(Component, Debug, Clone, PartialEq)]
 pub struct BoneCollider {
     /// The shape, in the frame `bone pose * offset`.
     pub shape: ColliderShape,
@@ -501,7 +501,7 @@ pub fn gather_colliders(
     colliders.gather(
         bones
             .iter()
-            .map(|(entity, pose, c)| (entity, c.shape, pose.0.mul(&c.offset))),
+            .map(|(entity, pose, c)| (entity, c.shape.clone(), pose.0.mul(&c.offset))),
         config.collider_teleport_distance,
     );
 }

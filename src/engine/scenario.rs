@@ -648,7 +648,7 @@ pub fn load(text: &str, dir: &Path) -> Result<LoadedScenario, ScenarioError> {
             .spawn((
                 BonePose(pose),
                 BoneCollider {
-                    shape: c.shape,
+                    shape: c.shape.clone(),
                     offset: Pose::IDENTITY,
                 },
             ))

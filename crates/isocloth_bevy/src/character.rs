@@ -140,7 +140,7 @@ struct Node {
 }
 
 /// A collision capsule fitted to a joint (see [`Character::fit_capsules`]).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct JointCapsule {
     /// The joint (index into [`Character::joint_names`]).
     pub joint: usize,

@@ -274,7 +274,7 @@ pub struct ClothBones {
 /// A collision shape on an entity with a `GlobalTransform` (a bone), in the frame
 /// `GlobalTransform * offset` (scale ignored). Every cloth collides with it; it leaves the
 /// collider set when the entity is despawned or the component removed.
-#[derive(Component, Debug, Clone, Copy, PartialEq)]
+#[derive(Component, Debug, Clone, PartialEq)]
 pub struct ClothCollider {
     /// The shape.
     pub shape: ColliderShape,
@@ -650,7 +650,7 @@ pub fn gather_colliders(
     colliders.gather(
         entities
             .iter()
-            .map(|(entity, t, c)| (entity, c.shape, rigid_pose(t).mul(&c.offset))),
+            .map(|(entity, t, c)| (entity, c.shape.clone(), rigid_pose(t).mul(&c.offset))),
         config.collider_teleport_distance,
     );
 }

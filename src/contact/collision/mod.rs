@@ -1,4 +1,6 @@
-//! Character bodies: kinematic capsules, spheres and planes, and contact inside the iterations.
+//! Kinematic bodies (a character's capsules, spheres and tapered capsules; the world's planes,
+//! boxes, cylinders, convex hulls, height fields and triangle meshes) and contact inside the
+//! iterations.
 //!
 //! This is the only module that calls parry3d. Colliders are posed by the game every frame
 //! ([`ColliderSet::set_pose`] gives the pose at the *end* of the coming frame; the pose at its
@@ -27,6 +29,10 @@
 //! colliders' boxes, giving a list of (node, collider) candidates; only those are tested in the
 //! iterations.
 
+mod shapes;
+
+use std::sync::Arc;
+
 use glam::{DQuat, DVec3, Vec3};
 use parry3d::query::{PointQuery, Ray, RayCast};
 use parry3d::shape::{Ball, Capsule, HalfSpace};
@@ -37,6 +43,8 @@ use crate::bounds::Aabb;
 use crate::flags::NodeFlags;
 use crate::limits::NodeLimit;
 use crate::self_contact::{RawPair, SelfContact, SelfFrame};
+
+pub use shapes::{ConvexHull, HeightField, TriangleMesh};
 
 /// A rigid pose: rotation then translation (world = rotation * local + translation).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -121,8 +129,11 @@ impl Pose {
     }
 }
 
-/// The shape of a kinematic body, in its local frame.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+/// The shape of a kinematic body, in its local frame. The shapes holding data (hulls, meshes,
+/// height fields) hold it behind an `Arc`: cloning a shape, or posing it every substep, copies
+/// no vertices. In scenario files (RON) each is written by its parameters, e.g.
+/// `Cuboid(half_extents: (0.6, 0.02, 0.4))`, `ConvexHull((points: [...]))`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub enum ColliderShape {
     /// A capsule along the local Y axis: a segment from `-half_height` to `+half_height`
@@ -140,10 +151,43 @@ pub enum ColliderShape {
     },
     /// The half-space below the local XZ plane (outward normal local +Y): ground, walls.
     Plane,
+    /// A box centred on the local origin (a table top, a crate), with its half extents along
+    /// local X, Y and Z (metres, > 0). Its edges and corners are rounded by the cloth thickness,
+    /// as every shape is (see the `shapes` docs).
+    Cuboid {
+        /// Half extents along X, Y and Z.
+        half_extents: DVec3,
+    },
+    /// A cylinder along the local Y axis from `-half_height` to `+half_height` (a pole, a
+    /// rail, a barrel), flat capped.
+    Cylinder {
+        /// Half the length of its axis.
+        half_height: f64,
+        /// Radius.
+        radius: f64,
+    },
+    /// A tapered capsule along the local Y axis (a limb: thigh, forearm): the hull of a ball of
+    /// `bottom_radius` at `-half_height` and one of `top_radius` at `+half_height`. The radii
+    /// may differ by less than the axis' length `2 half_height`.
+    TaperedCapsule {
+        /// Half the distance between the two balls' centres.
+        half_height: f64,
+        /// Radius of the ball at `-half_height`.
+        bottom_radius: f64,
+        /// Radius of the ball at `+half_height`.
+        top_radius: f64,
+    },
+    /// The convex hull of points (a rock): see [`ConvexHull::new`].
+    ConvexHull(Arc<ConvexHull>),
+    /// A triangle mesh, solid if closed, a two-sided sheet if open: see [`TriangleMesh`].
+    TriMesh(Arc<TriangleMesh>),
+    /// Terrain: see [`HeightField`].
+    HeightField(Arc<HeightField>),
 }
 
 impl ColliderShape {
-    /// Checks sizes: finite, positive radius, non-degenerate capsule axis, and under 1 km.
+    /// Checks sizes: finite, positive radius, non-degenerate capsule axis, and under 1 km (the
+    /// data-holding shapes were checked when built).
     pub fn validate(&self) -> Result<(), ColliderError> {
         let size_ok = |v: f64| v.is_finite() && v > 0.0 && v < 1e3;
         match *self {
@@ -163,21 +207,62 @@ impl ColliderShape {
                     return Err(ColliderError::BadRadius { radius });
                 }
             }
-            ColliderShape::Plane => {}
+            ColliderShape::Cuboid { half_extents } => shapes::check_cuboid(half_extents)?,
+            ColliderShape::Cylinder {
+                half_height,
+                radius,
+            } => shapes::check_cylinder(half_height, radius)?,
+            ColliderShape::TaperedCapsule {
+                half_height,
+                bottom_radius,
+                top_radius,
+            } => shapes::check_tapered(half_height, bottom_radius, top_radius)?,
+            ColliderShape::Plane
+            | ColliderShape::ConvexHull(_)
+            | ColliderShape::TriMesh(_)
+            | ColliderShape::HeightField(_) => {}
         }
         Ok(())
     }
 
     /// Local bounding half-extents of the shape grown by `margin` (None for a plane).
     fn local_half_extents(&self, margin: f64) -> Option<DVec3> {
-        match *self {
+        match self {
             ColliderShape::Capsule {
                 half_height,
                 radius,
-            } => Some(DVec3::new(0.0, half_height, 0.0) + DVec3::splat(radius + margin)),
+            } => Some(DVec3::new(0.0, *half_height, 0.0) + DVec3::splat(radius + margin)),
             ColliderShape::Sphere { radius } => Some(DVec3::splat(radius + margin)),
             ColliderShape::Plane => None,
+            other => Some(other.query(0.0)?.half_extents() + DVec3::splat(margin)),
         }
+    }
+
+    /// The query of a shape `shapes` handles, grown by `thickness` where the growth is exact
+    /// (a tapered capsule's radii); None for the shapes parry3d queries directly.
+    fn query(&self, thickness: f64) -> Option<shapes::Query> {
+        Some(match self {
+            ColliderShape::Capsule { .. } | ColliderShape::Sphere { .. } | ColliderShape::Plane => {
+                return None;
+            }
+            ColliderShape::Cuboid { half_extents } => shapes::Query::Cuboid(*half_extents),
+            ColliderShape::Cylinder {
+                half_height,
+                radius,
+            } => shapes::Query::Cylinder(*half_height, *radius),
+            ColliderShape::TaperedCapsule {
+                half_height,
+                bottom_radius,
+                top_radius,
+            } => shapes::Query::Tapered(
+                *half_height,
+                bottom_radius + thickness,
+                top_radius + thickness,
+            ),
+            ColliderShape::ConvexHull(h) => shapes::Query::Hull(h.clone()),
+            ColliderShape::TriMesh(m) => shapes::Query::Mesh(m.clone()),
+            ColliderShape::HeightField(f) => shapes::Query::Field(f.clone()),
+        })
     }
 }
 
@@ -203,6 +288,95 @@ pub enum ColliderError {
         /// Index of the collider.
         collider: usize,
     },
+    /// A size that is not finite, positive and under 1 km.
+    #[error("{what} must be finite, positive and under 1 km, got {value}")]
+    BadSize {
+        /// Which size.
+        what: &'static str,
+        /// The value given.
+        value: f64,
+    },
+    /// A tapered capsule whose radii differ by its axis' length or more (one ball holds the
+    /// other).
+    #[error(
+        "tapered capsule radii {bottom_radius} and {top_radius} differ by at least its axis length {}",
+        2.0 * half_height
+    )]
+    TaperTooSteep {
+        /// Half the axis length.
+        half_height: f64,
+        /// Radius at `-half_height`.
+        bottom_radius: f64,
+        /// Radius at `+half_height`.
+        top_radius: f64,
+    },
+    /// A hull or mesh vertex that is not finite or lies 1 km or more from the origin.
+    #[error("vertex {index} must be finite and within 1 km, got {vertex}")]
+    BadVertex {
+        /// Index of the vertex.
+        index: usize,
+        /// The vertex given.
+        vertex: DVec3,
+    },
+    /// Hull points spanning no volume: fewer than four, or all on a plane or a line.
+    #[error("convex hull of {points} points spans no volume (fewer than 4, or coplanar)")]
+    DegenerateHull {
+        /// Number of points given.
+        points: usize,
+    },
+    /// A triangle mesh without triangles.
+    #[error("triangle mesh has no triangles")]
+    EmptyMesh,
+    /// A triangle index past the vertices.
+    #[error("triangle {triangle} names vertex {index}, but there are {vertices}")]
+    BadIndex {
+        /// Index of the triangle.
+        triangle: usize,
+        /// The index given.
+        index: u32,
+        /// Number of vertices.
+        vertices: usize,
+    },
+    /// A triangle of zero area.
+    #[error("triangle {triangle} has no area")]
+    DegenerateTriangle {
+        /// Index of the triangle.
+        triangle: usize,
+    },
+    /// A closed mesh wound clockwise seen from outside (its volume comes out negative).
+    #[error(
+        "closed triangle mesh is inside out (signed volume {volume} m3): wind its triangles counter-clockwise seen from outside"
+    )]
+    InvertedMesh {
+        /// The signed volume found.
+        volume: f64,
+    },
+    /// A mesh parry3d refused (its reason).
+    #[error("triangle mesh refused: {reason}")]
+    BadMesh {
+        /// Why.
+        reason: String,
+    },
+    /// A height field whose sample count is not `rows * columns`, or under 2 x 2.
+    #[error(
+        "height field of {rows} x {columns} samples needs rows * columns (each >= 2) heights, got {got}"
+    )]
+    HeightFieldSamples {
+        /// Samples along Z.
+        rows: usize,
+        /// Samples along X.
+        columns: usize,
+        /// Heights given.
+        got: usize,
+    },
+    /// A height that is not finite or is 1 km or more.
+    #[error("height {index} must be finite and under 1 km, got {height}")]
+    BadHeight {
+        /// Index of the height (row by row).
+        index: usize,
+        /// The height given.
+        height: f64,
+    },
     /// No collider with this index.
     #[error("no collider {collider} (there are {count})")]
     NoSuchCollider {
@@ -216,7 +390,7 @@ pub enum ColliderError {
 /// A collider's handle: its index in the [`ColliderSet`].
 pub type ColliderId = usize;
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Entry {
     shape: ColliderShape,
     /// Pose at the start of the frame being simulated.
@@ -303,7 +477,7 @@ impl ColliderSet {
 
     /// The shape of collider `id` (`None` if there is none or it was removed).
     pub fn shape(&self, id: ColliderId) -> Option<ColliderShape> {
-        self.entry(id).map(|e| e.shape)
+        self.entry(id).map(|e| e.shape.clone())
     }
 
     /// The pose of collider `id` at the end of the coming frame.
@@ -373,7 +547,7 @@ impl ColliderSet {
         self.entries.iter().any(|e| {
             !e.removed
                 && e.previous != e.current
-                && Swept::new(e.shape, &e.previous, &e.current, margin).overlaps(&b)
+                && Swept::new(&e.shape, &e.previous, &e.current, margin).overlaps(&b)
         })
     }
 
@@ -382,7 +556,7 @@ impl ColliderSet {
     pub fn signed_distance(&self, id: ColliderId, p: DVec3) -> Option<f64> {
         let e = self.entry(id)?;
         Some(
-            Body::new(e.shape, e.current, 0.0)
+            Body::new(&e.shape, e.current, 0.0)
                 .signed_distance(e.current.inverse_transform_point(p)),
         )
     }
@@ -393,7 +567,7 @@ impl ColliderSet {
     pub fn max_penetration(&self, points: &[DVec3], thickness: f64) -> f64 {
         let mut worst = 0.0f64;
         for e in self.entries.iter().filter(|e| !e.removed) {
-            let body = Body::new(e.shape, e.current, 0.0);
+            let body = Body::new(&e.shape, e.current, 0.0);
             for &p in points {
                 let d = body.signed_distance(e.current.inverse_transform_point(p));
                 worst = worst.max(thickness - d);
@@ -463,23 +637,25 @@ pub struct ContactForce {
     pub force: DVec3,
 }
 
-/// One collider posed for a query, with its parry shape inflated by the cloth thickness.
-#[derive(Clone, Copy)]
+/// One collider posed for a query, with its parry shape inflated by the cloth thickness, or
+/// one of `shapes`' with the thickness to grow it by.
+#[derive(Clone)]
 enum Inflated {
     Capsule(Capsule),
     Ball(Ball),
     Plane(HalfSpace, f32),
+    Other(shapes::Query, f64),
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Body {
     shape: Inflated,
     pose: Pose,
 }
 
 impl Body {
-    fn new(shape: ColliderShape, pose: Pose, thickness: f64) -> Self {
-        let shape = match shape {
+    fn new(shape: &ColliderShape, pose: Pose, thickness: f64) -> Self {
+        let shape = match *shape {
             ColliderShape::Capsule {
                 half_height,
                 radius,
@@ -491,14 +667,19 @@ impl Body {
                 Inflated::Ball(Ball::new((radius + thickness) as f32))
             }
             ColliderShape::Plane => Inflated::Plane(HalfSpace::new(Vec3::Y), thickness as f32),
+            ref other => match other.query(thickness) {
+                Some(q) => Inflated::Other(q, thickness),
+                None => unreachable!("capsules, spheres and planes are matched above"),
+            },
         };
         Self { shape, pose }
     }
 
     /// Signed distance of a local point from the inflated surface (negative inside).
     fn signed_distance(&self, p: DVec3) -> f64 {
-        match self.shape {
-            Inflated::Plane(_, t) => p.y - t as f64,
+        match &self.shape {
+            Inflated::Plane(_, t) => p.y - *t as f64,
+            Inflated::Other(q, t) => q.surface(p, *t).2,
             _ => {
                 let (proj, _) = self.project(p);
                 let d = proj.distance(p);
@@ -517,6 +698,7 @@ impl Body {
     fn contains(&self, p: DVec3) -> bool {
         let q = p.as_vec3();
         match &self.shape {
+            Inflated::Other(q, t) => q.surface(p, *t).2 < 0.0,
             Inflated::Capsule(c) => c.contains_local_point(q),
             Inflated::Ball(b) => b.contains_local_point(q),
             Inflated::Plane(h, t) => h.contains_local_point(q - Vec3::Y * *t),
@@ -527,6 +709,10 @@ impl Body {
     fn project(&self, p: DVec3) -> (DVec3, DVec3) {
         let q = p.as_vec3();
         let proj = match &self.shape {
+            Inflated::Other(q, t) => {
+                let (s, n, _) = q.surface(p, *t);
+                return (s, n);
+            }
             Inflated::Capsule(c) => c.project_local_point(q, false).point,
             Inflated::Ball(b) => b.project_local_point(q, false).point,
             Inflated::Plane(h, t) => {
@@ -549,6 +735,7 @@ impl Body {
             }
             Inflated::Ball(_) => s.normalize_or(DVec3::Y),
             Inflated::Plane(..) => DVec3::Y,
+            Inflated::Other(q, t) => q.surface(s, *t).1,
         }
     }
 
@@ -558,6 +745,7 @@ impl Body {
         let d = p1 - p0;
         let ray = Ray::new(p0.as_vec3(), d.as_vec3());
         let toi = match &self.shape {
+            Inflated::Other(q, t) => return q.cast(p0, p1, *t),
             Inflated::Capsule(c) => c.cast_local_ray(&ray, 1.0, true),
             Inflated::Ball(b) => b.cast_local_ray(&ray, 1.0, true),
             Inflated::Plane(h, t) => {
@@ -865,7 +1053,7 @@ enum Swept {
 }
 
 impl Swept {
-    fn new(shape: ColliderShape, p0: &Pose, p1: &Pose, margin: f64) -> Self {
+    fn new(shape: &ColliderShape, p0: &Pose, p1: &Pose, margin: f64) -> Self {
         match shape.local_half_extents(margin) {
             Some(he) => Swept::Box(world_box(he, p0).union(world_box(he, p1))),
             None => {
@@ -1124,12 +1312,12 @@ impl ContactPass {
                 e.previous.interpolate(&e.current, s1),
             );
             self.bodies0
-                .push(Body::new(e.shape, p0, settings.thickness));
+                .push(Body::new(&e.shape, p0, settings.thickness));
             self.bodies1
-                .push(Body::new(e.shape, p1, settings.thickness));
+                .push(Body::new(&e.shape, p1, settings.thickness));
             self.swept
-                .push(Swept::new(e.shape, &p0, &p1, settings.thickness));
-            if !e.removed && Swept::new(e.shape, &p0, &p1, margin).overlaps(&cloth) {
+                .push(Swept::new(&e.shape, &p0, &p1, settings.thickness));
+            if !e.removed && Swept::new(&e.shape, &p0, &p1, margin).overlaps(&cloth) {
                 self.near.push(c as u32);
             }
         }
@@ -1592,7 +1780,7 @@ mod tests {
             max: DVec3::from(hi),
         };
         let ground = Pose::from_translation(DVec3::new(0.0, 0.8, 0.0));
-        let s = Swept::new(ColliderShape::Plane, &ground, &ground, 0.03);
+        let s = Swept::new(&ColliderShape::Plane, &ground, &ground, 0.03);
         assert!(!s.overlaps(&b([-1.0, 0.8301, -1.0], [1.0, 2.0, 1.0])));
         assert!(s.overlaps(&b([-1.0, 0.8299, -1.0], [1.0, 2.0, 1.0])));
         assert!(
@@ -1604,12 +1792,12 @@ mod tests {
             DVec3::ZERO,
             DQuat::from_rotation_z(std::f64::consts::FRAC_PI_2),
         );
-        let s = Swept::new(ColliderShape::Plane, &wall, &wall, 0.03);
+        let s = Swept::new(&ColliderShape::Plane, &wall, &wall, 0.03);
         assert!(s.overlaps(&b([-0.0299, 0.0, 0.0], [-0.0299, 1.0, 1.0])));
         assert!(!s.overlaps(&b([-0.5, 0.0, 0.0], [-0.0301, 1.0, 1.0])));
         // Rising by 0.5 m over the substep: the end pose's layer counts.
         let risen = Pose::from_translation(DVec3::new(0.0, 1.3, 0.0));
-        let s = Swept::new(ColliderShape::Plane, &ground, &risen, 0.03);
+        let s = Swept::new(&ColliderShape::Plane, &ground, &risen, 0.03);
         assert!(s.overlaps(&b([0.0, 1.3299, 0.0], [1.0, 2.0, 1.0])));
         assert!(!s.overlaps(&b([0.0, 1.3301, 0.0], [1.0, 2.0, 1.0])));
     }
@@ -1664,7 +1852,7 @@ mod tests {
 
     fn capsule_body(thickness: f64) -> Body {
         Body::new(
-            ColliderShape::Capsule {
+            &ColliderShape::Capsule {
                 half_height: 0.2,
                 radius: 0.04,
             },
@@ -1699,7 +1887,7 @@ mod tests {
             body.resolve(DVec3::new(0.1, 0.0, 0.0), DVec3::new(0.1, 0.05, 0.0), 1.0)
                 .is_none()
         );
-        let plane = Body::new(ColliderShape::Plane, Pose::IDENTITY, 0.01);
+        let plane = Body::new(&ColliderShape::Plane, Pose::IDENTITY, 0.01);
         let (q, _, _) = plane
             .resolve(DVec3::new(0.0, 0.5, 0.0), DVec3::new(0.3, -0.5, 0.0), 1.0)
             .unwrap();
@@ -1715,7 +1903,7 @@ mod tests {
     #[test]
     fn a_node_resting_on_the_surface_is_not_treated_as_spawned_inside() {
         let body = Body::new(
-            ColliderShape::Capsule {
+            &ColliderShape::Capsule {
                 half_height: 0.4,
                 radius: 0.1,
             },
