@@ -270,7 +270,7 @@ fn sorted2(a: u32, b: u32) -> [u32; 2] {
 
 /// Closest point of triangle `(a, b, c)` to `p`, as barycentric weights (Ericson, Real-Time
 /// Collision Detection, 5.1.5).
-fn closest_on_triangle(p: DVec3, a: DVec3, b: DVec3, c: DVec3) -> [f64; 3] {
+pub(crate) fn closest_on_triangle(p: DVec3, a: DVec3, b: DVec3, c: DVec3) -> [f64; 3] {
     let ab = b - a;
     let ac = c - a;
     let ap = p - a;

@@ -677,14 +677,44 @@ impl Body {
 
     /// Signed distance of a local point from the inflated surface (negative inside).
     fn signed_distance(&self, p: DVec3) -> f64 {
-        match &self.shape {
-            Inflated::Plane(_, t) => p.y - *t as f64,
-            Inflated::Other(q, t) => q.surface(p, *t).2,
+        self.surface(p).signed
+    }
+
+    /// The inflated surface seen from a local point, in one query of the shape (`shapes`' own)
+    /// or a projection and an inside test (parry3d's).
+    fn surface(&self, p: DVec3) -> Surface {
+        if let Inflated::Other(q, t) = &self.shape {
+            let (point, normal, signed) = q.surface(p, *t);
+            return Surface {
+                point,
+                normal,
+                signed,
+                inside: signed < 0.0,
+            };
+        }
+        let (point, normal) = self.project(p);
+        let inside = self.contains(p);
+        let signed = match self.shape {
+            Inflated::Plane(_, t) => p.y - t as f64,
             _ => {
-                let (proj, _) = self.project(p);
-                let d = proj.distance(p);
-                if self.contains(p) { -d } else { d }
+                let d = point.distance(p);
+                if inside { -d } else { d }
             }
+        };
+        Surface {
+            point,
+            normal,
+            signed,
+            inside,
+        }
+    }
+
+    /// [`Body::surface`] for a point inside the body (`None` outside), without projecting a
+    /// point that parry3d finds outside.
+    fn surface_inside(&self, p: DVec3) -> Option<Surface> {
+        match self.shape {
+            Inflated::Other(..) => Some(self.surface(p)).filter(|s| s.inside),
+            _ => self.contains(p).then(|| self.surface(p)),
         }
     }
 
@@ -692,13 +722,22 @@ impl Body {
     /// rounding: a node left on the surface by the last substep is on it to within the `f32`
     /// rounding of the shape queries, and about half the time just inside.
     fn started_inside(&self, p: DVec3) -> bool {
-        self.contains(p) && self.project(p).0.distance(p) > START_INSIDE
+        self.start_inside_depth(p).is_some()
     }
 
+    /// How far a point found [`Body::started_inside`] is from the surface.
+    fn start_inside_depth(&self, p: DVec3) -> Option<f64> {
+        self.surface_inside(p)
+            .map(|s| s.point.distance(p))
+            .filter(|&d| d > START_INSIDE)
+    }
+
+    /// Whether a local point is inside the inflated body (parry3d's shapes; `shapes`' answer in
+    /// [`Body::surface`]).
     fn contains(&self, p: DVec3) -> bool {
         let q = p.as_vec3();
         match &self.shape {
-            Inflated::Other(q, t) => q.surface(p, *t).2 < 0.0,
+            Inflated::Other(..) => unreachable!("Body::surface answers for these shapes"),
             Inflated::Capsule(c) => c.contains_local_point(q),
             Inflated::Ball(b) => b.contains_local_point(q),
             Inflated::Plane(h, t) => h.contains_local_point(q - Vec3::Y * *t),
@@ -735,7 +774,7 @@ impl Body {
             }
             Inflated::Ball(_) => s.normalize_or(DVec3::Y),
             Inflated::Plane(..) => DVec3::Y,
-            Inflated::Other(q, t) => q.surface(s, *t).1,
+            Inflated::Other(..) => unreachable!("Body::surface answers for these shapes"),
         }
     }
 
@@ -765,8 +804,7 @@ impl Body {
         if let Inflated::Plane(..) = self.shape {
             return None; // the plane's gap reads the start's height directly
         }
-        self.started_inside(p0)
-            .then(|| -self.project(p0).0.distance(p0))
+        self.start_inside_depth(p0).map(|d| -d)
     }
 
     /// The gap of a node that moved from local `p0` (seen in the body's pose at the start of
@@ -792,10 +830,12 @@ impl Body {
                 through: false,
             };
         }
-        let (s, n) = self.project(p1);
-        let inside = self.contains(p1);
-        let d = s.distance(p1);
-        let s1 = if inside { -d } else { d };
+        let Surface {
+            normal: n,
+            signed: s1,
+            inside,
+            ..
+        } = self.surface(p1);
         if let Some(s0) = start {
             return Gap {
                 gap: s1 - (s0 + max_push).min(0.0),
@@ -836,25 +876,28 @@ impl Body {
             let into = rest.dot(n).min(0.0);
             let mut q = p1 - into * n;
             let mut depth = -into;
-            if self.contains(q) {
-                let (s, _) = self.project(q);
-                depth += s.distance(q);
-                q = s;
+            if let Some(s) = self.surface_inside(q) {
+                depth += s.point.distance(q);
+                q = s.point;
             }
             return Some((q, n, depth));
         }
-        if self.contains(p1) {
-            return Some(self.push_out(p0, p1, max_push));
-        }
-        None
+        self.surface_inside(p1)
+            .map(|s| self.push_out(p0, p1, &s, max_push))
     }
 
     /// Nearest surface point to a local `p1` inside the body, with the normal and the distance
     /// moved; a node that already started the substep inside (`p0`) moves at most `max_push`
     /// toward the surface, so that cloth spawned or teleported into a body eases out instead of
     /// being thrown.
-    fn push_out(&self, p0: DVec3, p1: DVec3, max_push: f64) -> (DVec3, DVec3, f64) {
-        let (s, n) = self.project(p1);
+    fn push_out(
+        &self,
+        p0: DVec3,
+        p1: DVec3,
+        inside: &Surface,
+        max_push: f64,
+    ) -> (DVec3, DVec3, f64) {
+        let (s, n) = (inside.point, inside.normal);
         let d = s.distance(p1);
         if d > max_push && self.started_inside(p0) {
             (p1 + max_push * n, n, max_push)
@@ -967,6 +1010,19 @@ impl ResponseCache {
         self.nodes.clear();
         self.compliance.clear();
     }
+}
+
+/// A body's inflated surface seen from a local point ([`Body::surface`]).
+#[derive(Debug, Clone, Copy)]
+struct Surface {
+    /// The nearest point of the surface.
+    point: DVec3,
+    /// The outward normal there.
+    normal: DVec3,
+    /// The point's signed distance from the surface (negative inside).
+    signed: f64,
+    /// Whether the point is inside.
+    inside: bool,
 }
 
 /// Where a node stands against one body at the current iterate.
@@ -1708,8 +1764,8 @@ impl ContactPass {
             );
             let local = b1.pose.inverse_transform_point(x[i]);
             let pressed = c.force != DVec3::ZERO;
-            if (pressed || scratch_moved[k]) && b1.signed_distance(local) < TOUCH {
-                let (_, n) = b1.project(local);
+            let surface = (pressed || scratch_moved[k]).then(|| b1.surface(local));
+            if let Some(Surface { normal: n, .. }) = surface.filter(|s| s.signed < TOUCH) {
                 let moved = x[i] - b0.pose.transform_point(local);
                 self.touched
                     .push((c.node, b1.pose.transform_vector(n), moved));

@@ -356,7 +356,8 @@ impl HeightField {
         }
         Base {
             point: best.1,
-            inside: over && p.y < self.height_at(p.x, p.z),
+            // Over the grid, `surface` is the point straight above or below.
+            inside: over && p.y < surface.y,
             normal: best.2,
         }
     }
@@ -792,36 +793,8 @@ pub(super) fn check_cylinder(h: f64, r: f64) -> Result<(), ColliderError> {
     check_size("cylinder radius", r)
 }
 
-/// The point of triangle `t` nearest `p` (Ericson, *Real-Time Collision Detection*, 5.1.5).
+/// The point of triangle `t` nearest `p`.
 fn closest_on_triangle(p: DVec3, t: &[DVec3; 3]) -> DVec3 {
-    let [a, b, c] = *t;
-    let (ab, ac, ap) = (b - a, c - a, p - a);
-    let (d1, d2) = (ab.dot(ap), ac.dot(ap));
-    if d1 <= 0.0 && d2 <= 0.0 {
-        return a;
-    }
-    let bp = p - b;
-    let (d3, d4) = (ab.dot(bp), ac.dot(bp));
-    if d3 >= 0.0 && d4 <= d3 {
-        return b;
-    }
-    let vc = d1 * d4 - d3 * d2;
-    if vc <= 0.0 && d1 >= 0.0 && d3 <= 0.0 {
-        return a + ab * (d1 / (d1 - d3));
-    }
-    let cp = p - c;
-    let (d5, d6) = (ab.dot(cp), ac.dot(cp));
-    if d6 >= 0.0 && d5 <= d6 {
-        return c;
-    }
-    let vb = d5 * d2 - d1 * d6;
-    if vb <= 0.0 && d2 >= 0.0 && d6 <= 0.0 {
-        return a + ac * (d2 / (d2 - d6));
-    }
-    let va = d3 * d6 - d5 * d4;
-    if va <= 0.0 && d4 - d3 >= 0.0 && d5 - d6 >= 0.0 {
-        return b + (c - b) * ((d4 - d3) / ((d4 - d3) + (d5 - d6)));
-    }
-    let denom = 1.0 / (va + vb + vc);
-    a + ab * (vb * denom) + ac * (vc * denom)
+    let [u, v, w] = crate::contact::self_contact::closest_on_triangle(p, t[0], t[1], t[2]);
+    u * t[0] + v * t[1] + w * t[2]
 }
