@@ -11,15 +11,26 @@
 //!   lower third laid out on it (the nodes touching are counted and printed): the contact
 //!   issue's "600 nodes touching a body", to compare with `no_colliders`.
 //!
+//! * `collide/shapes_leaning/{capsule,tapered,box,hull_34,trimesh_2016}`: the cape resting on a
+//!   leaning torso alone, the torso being a capsule (0.15 m radius, 0.3 m half height), a
+//!   tapered capsule of the same length (0.17 m and 0.13 m radii), a box of the capsule's size,
+//!   the convex hull of 34 points on the capsule, and a closed 2,016-triangle mesh of the
+//!   capsule: what each shape's queries cost on the same contact (world colliders issue: a box
+//!   or hull at most 1.5x the capsule, a 2,000-triangle mesh at most 2x).
+//!
 //! Run: `cargo bench --bench collide`.
 
+use std::f64::consts::{FRAC_PI_2, TAU};
 use std::hint::black_box;
+use std::sync::Arc;
 use std::time::Duration;
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, Criterion, criterion_group, criterion_main};
 use glam::{DQuat, DVec3, Vec3};
 use isocloth::{
-    BaseMesh, Cloth, ClothMesh, ColliderSet, ColliderShape, Material, Pose, SolverSettings,
+    BaseMesh, Cloth, ClothMesh, ColliderSet, ColliderShape, ConvexHull, Material, Pose,
+    SolverSettings, TriangleMesh,
 };
 
 const CELLS: usize = 22;
@@ -114,34 +125,21 @@ fn bench_collide(c: &mut Criterion) {
         b.iter(|| cloth.step(black_box(1.0 / 60.0)).expect("finite step"))
     });
     for leaning in [false, true] {
-        let mut cloth = cape();
-        let mut colliders = ColliderSet::new();
-        for (shape, pose) in character(0.0, leaning) {
-            colliders.add(shape, pose).expect("valid collider");
-        }
-        let mut frame = 0u64;
-        let mut step = |cloth: &mut Cloth, colliders: &mut ColliderSet| {
-            frame += 1;
-            let sway = 0.05 * (frame as f64 * 0.1).sin();
-            for (id, (_, pose)) in character(sway, leaning).into_iter().enumerate() {
-                colliders.set_pose(id, pose).expect("finite pose");
-            }
-            cloth
-                .step_with(black_box(1.0 / 60.0), colliders)
-                .expect("finite step");
-            colliders.finish_frame();
-        };
-        for _ in 0..60 {
-            step(&mut cloth, &mut colliders);
-        }
-        let near = touching(&cloth, &colliders);
-        eprintln!("leaning {leaning}: {near} nodes within 1 mm of the torso's thickness layer");
         let name = if leaning {
             "20_capsules_leaning"
         } else {
             "20_capsules_clear"
         };
-        group.bench_function(name, |b| b.iter(|| step(&mut cloth, &mut colliders)));
+        let shapes = character(0.0, leaning)
+            .into_iter()
+            .map(|(s, _)| s)
+            .collect();
+        bench_swaying(&mut group, name, shapes, |sway| {
+            character(sway, leaning)
+                .into_iter()
+                .map(|(_, p)| p)
+                .collect()
+        });
     }
     {
         let mut cloth = trailing_cape();
@@ -170,5 +168,130 @@ fn bench_collide(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_collide);
+/// Points of a capsule's surface (axis local Y, `half_height`, `radius`): `seg` around, `m`
+/// latitude steps per hemisphere, rings from the bottom pole up (the equator twice, once per
+/// cap), poles first and last.
+fn capsule_points(half_height: f64, radius: f64, seg: usize, m: usize) -> Vec<DVec3> {
+    let mut out = vec![DVec3::new(0.0, -half_height - radius, 0.0)];
+    // Latitude steps -m + 1 ..= 0 on the bottom cap, 0 ..= m - 1 on the top one.
+    for (lo, hi, centre) in [(1, m, -half_height), (m, 2 * m - 1, half_height)] {
+        for i in lo..=hi {
+            let lat = -FRAC_PI_2 + FRAC_PI_2 * i as f64 / m as f64;
+            for k in 0..seg {
+                let a = TAU * k as f64 / seg as f64;
+                out.push(DVec3::new(
+                    radius * lat.cos() * a.cos(),
+                    centre + radius * lat.sin(),
+                    -radius * lat.cos() * a.sin(),
+                ));
+            }
+        }
+    }
+    out.push(DVec3::new(0.0, half_height + radius, 0.0));
+    out
+}
+
+/// A closed mesh of [`capsule_points`], wound counter-clockwise seen from outside:
+/// `2 seg + 2 seg (2 m - 1)` triangles.
+fn capsule_mesh(half_height: f64, radius: f64, seg: usize, m: usize) -> TriangleMesh {
+    let vertices = capsule_points(half_height, radius, seg, m);
+    let rings = 2 * m;
+    let ring = |r: usize, k: usize| (1 + r * seg + k % seg) as u32;
+    let top = (vertices.len() - 1) as u32;
+    let mut triangles = Vec::new();
+    for k in 0..seg {
+        triangles.push([0, ring(0, k + 1), ring(0, k)]);
+        triangles.push([top, ring(rings - 1, k), ring(rings - 1, k + 1)]);
+        for r in 0..rings - 1 {
+            let (a, b) = (ring(r, k), ring(r, k + 1));
+            let (c, d) = (ring(r + 1, k), ring(r + 1, k + 1));
+            triangles.push([a, b, c]);
+            triangles.push([b, d, c]);
+        }
+    }
+    TriangleMesh::new(vertices, triangles).expect("closed capsule mesh")
+}
+
+/// The cape resting on a leaning torso of each shape (see the module docs).
+fn bench_shapes(c: &mut Criterion) {
+    let mut group = c.benchmark_group("collide/shapes_leaning");
+    group
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(4));
+    let (h, r) = (0.3, 0.15);
+    let hull = ConvexHull::new(capsule_points(h, r, 8, 2)).expect("capsule hull");
+    assert_eq!(hull.points().len(), 34);
+    let mesh = capsule_mesh(h, r, 42, 12);
+    assert_eq!(mesh.triangles().len(), 2016);
+    let shapes = [
+        (
+            "capsule",
+            ColliderShape::Capsule {
+                half_height: h,
+                radius: r,
+            },
+        ),
+        (
+            "tapered",
+            ColliderShape::TaperedCapsule {
+                half_height: h,
+                bottom_radius: r + 0.02,
+                top_radius: r - 0.02,
+            },
+        ),
+        (
+            "box",
+            ColliderShape::Cuboid {
+                half_extents: DVec3::new(r, h + r, r),
+            },
+        ),
+        ("hull_34", ColliderShape::ConvexHull(Arc::new(hull))),
+        ("trimesh_2016", ColliderShape::TriMesh(Arc::new(mesh))),
+    ];
+    for (name, shape) in shapes {
+        bench_swaying(&mut group, name, vec![shape], |sway| {
+            vec![Pose::new(
+                DVec3::new(sway, 1.0, -0.16),
+                DQuat::from_rotation_x(-0.2),
+            )]
+        });
+    }
+    group.finish();
+}
+
+/// Benchmarks one frame of the cape against `shapes` posed by `poses(sway)` (one pose a
+/// shape), the sway moving with the frame, after 60 frames of settling; prints how many nodes
+/// touch the first shape.
+fn bench_swaying(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    name: &str,
+    shapes: Vec<ColliderShape>,
+    poses: impl Fn(f64) -> Vec<Pose>,
+) {
+    let mut cloth = cape();
+    let mut colliders = ColliderSet::new();
+    for (shape, pose) in shapes.into_iter().zip(poses(0.0)) {
+        colliders.add(shape, pose).expect("valid collider");
+    }
+    let mut frame = 0u64;
+    let mut step = |cloth: &mut Cloth, colliders: &mut ColliderSet| {
+        frame += 1;
+        let sway = 0.05 * (frame as f64 * 0.1).sin();
+        for (id, pose) in poses(sway).into_iter().enumerate() {
+            colliders.set_pose(id, pose).expect("finite pose");
+        }
+        cloth
+            .step_with(black_box(1.0 / 60.0), colliders)
+            .expect("finite step");
+        colliders.finish_frame();
+    };
+    for _ in 0..60 {
+        step(&mut cloth, &mut colliders);
+    }
+    let near = touching(&cloth, &colliders);
+    eprintln!("{name}: {near} nodes within 1 mm of the first collider's thickness layer");
+    group.bench_function(name, |b| b.iter(|| step(&mut cloth, &mut colliders)));
+}
+
+criterion_group!(benches, bench_collide, bench_shapes);
 criterion_main!(benches);

@@ -22,6 +22,7 @@
 //! None of them allocates.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use glam::{DVec2, DVec3, Vec3};
 use parry3d::query::PointQueryWithLocation;
@@ -378,6 +379,21 @@ pub struct TriangleMesh {
     /// Per triangle: its unit normal.
     normals: Vec<DVec3>,
     half_extents: DVec3,
+    /// The triangle the last query found (see [`TriangleMesh::base`]).
+    last: LastTriangle,
+}
+
+/// The triangle a mesh's last query found: queries come in node order, so it is near the next
+/// one's and bounds its search. It only prunes the search, never changes its answer, so a
+/// mesh shared by cloths on several threads answers alike whichever wrote it last (relaxed
+/// loads and stores: any value is a valid hint).
+#[derive(Default)]
+struct LastTriangle(AtomicU32);
+
+impl Clone for LastTriangle {
+    fn clone(&self) -> Self {
+        Self(AtomicU32::new(self.0.load(Ordering::Relaxed)))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -474,6 +490,7 @@ impl TriangleMesh {
             mesh,
             normals,
             half_extents,
+            last: LastTriangle::default(),
         })
     }
 
@@ -492,10 +509,35 @@ impl TriangleMesh {
         &self.data.triangles
     }
 
+    /// The nearest point of the mesh. The search of parry3d's tree is bounded by the distance
+    /// to the last query's triangle: a subtree is skipped only when its box is farther than
+    /// that, and no nearest triangle lies in such a subtree, so the bound leaves the answer
+    /// (the first nearest triangle in the tree's order) as it is and prunes most of the walk
+    /// for points away from the surface, where the boxes of a curved mesh are all nearer than
+    /// the distance found first.
     fn base(&self, p: DVec3) -> Base {
+        let q = p.as_vec3();
+        let hint = self.last.0.load(Ordering::Relaxed);
+        let bound = if (hint as usize) < self.normals.len() {
+            let (proj, _) = self
+                .mesh
+                .triangle(hint)
+                .project_local_point_and_get_location(q, false);
+            // Above the hint's own distance by far more than the `f32` rounding of the box
+            // distances (a hundred ulps at the point's scale), so that no box of a nearest
+            // triangle is pruned for rounding.
+            let cost = (proj.point - q).length();
+            cost + 1e-5 * (1.0 + cost + q.abs().max_element())
+        } else {
+            f32::MAX
+        };
         let (proj, (triangle, _)) = self
             .mesh
-            .project_local_point_and_get_location(p.as_vec3(), false);
+            .project_local_point_and_get_location_with_max_dist(q, false, bound)
+            .unwrap_or_else(|| self.mesh.project_local_point_and_get_location(q, false));
+        if triangle != hint {
+            self.last.0.store(triangle, Ordering::Relaxed);
+        }
         let point = proj.point.as_dvec3();
         let mut normal = self
             .normals
