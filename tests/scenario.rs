@@ -141,16 +141,7 @@ fn hostile_scenarios_give_one_line_errors() {
             "self_collision.thickness",
         ),
     ];
-    for (name, text, needle) in cases {
-        let err = run_text(name, &text)
-            .err()
-            .unwrap_or_else(|| panic!("{name}: accepted"));
-        assert!(!err.contains('\n'), "{name}: multi-line error {err:?}");
-        assert!(
-            err.contains(needle),
-            "{name}: {err:?} does not name {needle:?}"
-        );
-    }
+    assert_one_line_errors(&cases);
 }
 
 /// The file (four quads around a concave 7-gon, as Blender exports it), which the fan
@@ -167,4 +158,95 @@ fn concave_ngon_obj_runs() {
     let (_, _, s) = run_text("concave_ngon_obj", &text).unwrap();
     assert_eq!(s.nan_frames, 0);
     assert!(s.max_strain < 0.01, "{}", s.max_strain);
+}
+
+/// Colliders read from OBJ files: a closed tetrahedron loads as a solid triangle mesh and, with
+/// `convex: true`, as a hull (a sheet dropped on either stays out of it for 30 frames); a
+/// collider with both or neither of `shape` and `obj`, a missing file, a degenerate triangle
+/// (named by its line in the OBJ file) and coplanar hull points each give one line naming the
+/// collider and the problem.
+#[test]
+fn obj_colliders_load_and_name_their_faults() {
+    let rect = "mesh: Rectangle(width: 0.4, height: 0.4, cells_x: 4, cells_y: 4), placement: (translation: (-0.2, 0.3, 0.2), rotation_deg: (-90.0, 0.0, 0.0))";
+    let tetra = "v 0 0 0\nv 0.3 0 0\nv 0 0 -0.3\nv 0 0.2 0\nf 1 3 2\nf 1 2 4\nf 2 3 4\nf 3 1 4\n";
+    let sliver = "v 0 0 0\nv 0.3 0 0\nv 0.6 0 0\nv 0 0.2 0\nf 1 2 4\nf 1 2 3\n";
+    let flat = "v 0 0 0\nv 0.3 0 0\nv 0 0 0.3\nv 0.3 0 0.3\nf 1 2 3\nf 2 4 3\n";
+    let collider = |spec: &str| {
+        format!(
+            "(name: \"x\", {rect}, colliders: [({spec}motion: Static(translation: (0.0, 0.0, 0.0)))], frames: 30)"
+        )
+    };
+    let write = |name: &str, file: &str, text: &str| {
+        let dir =
+            std::env::temp_dir().join(format!("isocloth-scenario-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(file), text).unwrap();
+    };
+    for (name, convex) in [("obj_mesh", false), ("obj_hull", true)] {
+        write(name, "tetra.obj", tetra);
+        let text = collider(&format!("obj: (path: \"tetra.obj\", convex: {convex}), "));
+        let (_, _, s) = run_text(name, &text).unwrap();
+        assert_eq!(s.nan_frames, 0, "{name}");
+        assert!(
+            s.max_penetration_m < 1e-4,
+            "{name}: {}",
+            s.max_penetration_m
+        );
+    }
+    write("obj_sliver", "sliver.obj", sliver);
+    write("obj_flat_hull", "flat.obj", flat);
+    write("obj_too_large", "tetra.obj", tetra);
+    let cases = [
+        (
+            "obj_both",
+            collider("shape: Sphere(radius: 0.1), obj: (path: \"a.obj\"), "),
+            "colliders[0]: give exactly one of `shape`",
+        ),
+        (
+            "obj_neither",
+            collider(""),
+            "colliders[0]: give exactly one",
+        ),
+        (
+            "obj_missing",
+            collider("obj: (path: \"nope.obj\"), "),
+            "colliders[0].obj: ",
+        ),
+        (
+            "obj_sliver",
+            collider("obj: (path: \"sliver.obj\"), "),
+            "sliver.obj: face 1 (line 6) has zero area",
+        ),
+        (
+            "obj_flat_hull",
+            collider("obj: (path: \"flat.obj\", convex: true), "),
+            "flat.obj: ",
+        ),
+        (
+            "obj_too_large",
+            collider("obj: (path: \"tetra.obj\", scale: 5000.0), "),
+            "tetra.obj: line 2: ",
+        ),
+        (
+            "obj_zero_scale",
+            collider("obj: (path: \"a.obj\", scale: 0.0), "),
+            "colliders[0].obj.scale",
+        ),
+    ];
+    assert_one_line_errors(&cases);
+}
+
+/// Each (name, scenario text, needle) case is refused with a one-line error containing the
+/// needle.
+fn assert_one_line_errors(cases: &[(&str, String, &str)]) {
+    for (name, text, needle) in cases {
+        let err = run_text(name, text)
+            .err()
+            .unwrap_or_else(|| panic!("{name}: accepted"));
+        assert!(!err.contains('\n'), "{name}: multi-line error {err:?}");
+        assert!(
+            err.contains(needle),
+            "{name}: {err:?} does not name {needle:?}"
+        );
+    }
 }

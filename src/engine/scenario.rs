@@ -2,7 +2,9 @@
 //!
 //! A scenario names a base mesh (an OBJ file, or a generated rectangle or disc), where it is
 //! placed, which vertices are pinned (indices or a box), the material, the budget preset,
-//! colliders with their motion (static, keyframed, or the built-in character of [`crate::rig`]),
+//! colliders with their motion (static, keyframed, or the built-in character of [`crate::rig`];
+//! a collider's `shape` by its parameters, or `obj: (path: "...", convex: false, scale: 1.0)`
+//! for a triangle mesh or convex hull read from an OBJ file),
 //! whether pins follow the character's chest and clavicles, gravity, wind, contact settings,
 //! game constraints (`limits`, [`crate::LimitSettings`]), self-collision (`self_collision`,
 //! [`crate::SelfCollisionSettings`]) and the frame count. See `scenarios/*.ron` and the `scenario` example.
@@ -17,6 +19,7 @@
 //! the line of the OBJ file (see [`crate::obj`]).
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
 use bevy_ecs::prelude::*;
@@ -28,7 +31,9 @@ use thiserror::Error;
 use crate::aero::Aerodynamics;
 use crate::attachment::{AttachmentSettings, Attachments};
 use crate::cloth::Cloth;
-use crate::collision::{ColliderShape, ContactSettings, Pose};
+use crate::collision::{
+    ColliderError, ColliderShape, ContactSettings, ConvexHull, Pose, TriangleMesh,
+};
 use crate::ecs::{
     BoneCollider, BonePose, BudgetPreset, ClothAttachments, ClothColliders, ClothConfig,
     ClothRenderMesh, ClothSim, add_cloth_systems, init_cloth_resources, spawn_character_bones,
@@ -242,12 +247,102 @@ enum Budget {
     Custom(BudgetPreset),
 }
 
+/// A collider: its shape, given by its parameters (`shape`) or read from an OBJ file (`obj`),
+/// one of the two, and its motion.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ColliderSpec {
-    #[serde(deserialize_with = "checked")]
-    shape: ColliderShape,
+    #[serde(default, deserialize_with = "some_checked")]
+    shape: Option<ColliderShape>,
+    #[serde(default, deserialize_with = "some")]
+    obj: Option<ObjCollider>,
     motion: Motion,
+}
+
+/// A collider read from an OBJ file (path relative to the scenario file) by the rules of
+/// [`crate::obj`], in the body's frame: a triangle mesh (solid if closed), or the convex hull
+/// of its vertices with `convex: true`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ObjCollider {
+    path: String,
+    /// The convex hull of the vertices instead of the triangles (default `false`).
+    #[serde(default)]
+    convex: bool,
+    /// Scale from OBJ units to metres (default 1; 0.01 for a file in centimetres).
+    #[serde(default = "one", deserialize_with = "positive::<_, MAX_SIZE>")]
+    scale: f64,
+}
+
+/// A field written as a bare value (no `Some(...)`) that may be left out.
+fn some<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
+}
+
+/// [`some`] for a value checked as it is read.
+fn some_checked<'de, D: Deserializer<'de>, T: Deserialize<'de> + Validate>(
+    d: D,
+) -> Result<Option<T>, D::Error> {
+    checked(d).map(Some)
+}
+
+/// The shape of collider `k`: its `shape`, or the mesh or hull of its `obj` file.
+fn collider_shape(k: usize, c: &ColliderSpec, dir: &Path) -> Fallible<ColliderShape> {
+    let path = format!("colliders[{k}]");
+    match (&c.shape, &c.obj) {
+        (Some(shape), None) => Ok(shape.clone()),
+        (None, Some(obj)) => {
+            obj_collider(obj, dir).map_err(|e| ScenarioError::at(path + ".obj", e))
+        }
+        _ => Err(ScenarioError::at(
+            path,
+            "give exactly one of `shape` (by its parameters) and `obj` (a mesh file)",
+        )),
+    }
+}
+
+/// Reads an [`ObjCollider`]'s file into a triangle-mesh or convex-hull shape; errors name the
+/// file and, for a bad triangle or vertex, its line in the file.
+fn obj_collider(spec: &ObjCollider, dir: &Path) -> Result<ColliderShape, String> {
+    let file = dir.join(&spec.path);
+    let at = |e: &dyn std::fmt::Display| format!("{}: {e}", file.display());
+    let reader = std::fs::File::open(&file).map_err(|e| at(&e))?;
+    let obj = ObjMesh::read(&mut std::io::BufReader::new(reader), &ObjOptions::default())
+        .map_err(|e| at(&e))?;
+    let vertices: Vec<DVec3> = obj
+        .base
+        .positions
+        .iter()
+        .map(|p| p.as_dvec3() * spec.scale)
+        .collect();
+    let line_of_vertex = |v: usize| {
+        obj.vertex_sources
+            .get(v)
+            .and_then(|&s| obj.vertex_lines.get(s as usize))
+    };
+    let line_of_triangle = |t: usize| {
+        obj.triangle_faces
+            .get(t)
+            .and_then(|&f| obj.face_lines.get(f as usize))
+    };
+    let shape = if spec.convex {
+        ConvexHull::new(vertices).map(|h| ColliderShape::ConvexHull(Arc::new(h)))
+    } else {
+        TriangleMesh::new(vertices, obj.base.triangles.clone())
+            .map(|m| ColliderShape::TriMesh(Arc::new(m)))
+    };
+    shape.map_err(|e| {
+        let line = match e {
+            ColliderError::BadVertex { index, .. } => line_of_vertex(index),
+            ColliderError::BadIndex { triangle, .. }
+            | ColliderError::DegenerateTriangle { triangle } => line_of_triangle(triangle),
+            _ => None,
+        };
+        match line {
+            Some(line) => at(&format!("line {line}: {e}")),
+            None => at(&e),
+        }
+    })
 }
 
 #[derive(Deserialize)]
@@ -553,6 +648,12 @@ pub fn load(text: &str, dir: &Path) -> Result<LoadedScenario, ScenarioError> {
     }
     let s: Scenario = crate::load::ron(text)?;
     let (base, obj) = base_mesh(&s, dir)?;
+    let shapes = s
+        .colliders
+        .iter()
+        .enumerate()
+        .map(|(k, c)| collider_shape(k, c, dir))
+        .collect::<Fallible<Vec<_>>>()?;
     let pinned = pinned_vertices(&s, &base)?;
     if s.character.as_ref().is_some_and(|c| c.attach_pins) && pinned.is_empty() {
         return Err(ScenarioError::at(
@@ -636,7 +737,7 @@ pub fn load(text: &str, dir: &Path) -> Result<LoadedScenario, ScenarioError> {
         None => Vec::new(),
     };
     let mut keyed = Vec::new();
-    for c in &s.colliders {
+    for (c, shape) in s.colliders.iter().zip(shapes) {
         let pose = match &c.motion {
             Motion::Static {
                 translation,
@@ -648,7 +749,7 @@ pub fn load(text: &str, dir: &Path) -> Result<LoadedScenario, ScenarioError> {
             .spawn((
                 BonePose(pose),
                 BoneCollider {
-                    shape: c.shape.clone(),
+                    shape,
                     offset: Pose::IDENTITY,
                 },
             ))

@@ -6,9 +6,10 @@
 #![allow(dead_code)]
 
 use std::path::Path;
+use std::sync::Arc;
 
 use glam::{DVec2, DVec3, Vec2, Vec3};
-use isocloth::collision::{ColliderSet, ColliderShape, Pose};
+use isocloth::collision::{ColliderSet, ColliderShape, ConvexHull, Pose, TriangleMesh};
 use isocloth::mesh::{BaseMesh, ClothMesh};
 use isocloth::obj::{ObjMesh, ObjOptions, triangulate};
 use isocloth::{Cloth, Material, SolverSettings};
@@ -144,6 +145,7 @@ pub fn obj_loader(data: &[u8]) -> Outcome {
     };
     assert_eq!(obj.triangle_faces.len(), obj.base.triangles.len());
     assert_eq!(obj.vertex_sources.len(), obj.base.positions.len());
+    check_obj_colliders(&obj);
     let mesh = match ClothMesh::new(&obj.base) {
         Ok(m) => m,
         Err(e) => return refused(obj.describe(&e)),
@@ -155,6 +157,29 @@ pub fn obj_loader(data: &[u8]) -> Outcome {
     match Cloth::from_mesh(mesh, Material::default(), &[], quick_settings()) {
         Ok(cloth) => step_and_check(cloth),
         Err(e) => refused(e),
+    }
+}
+
+/// The OBJ as a collider, as a scenario's `obj:` reads it: its triangle mesh and its convex
+/// hull are each refused with a typed error or give finite signed distances around it.
+fn check_obj_colliders(obj: &ObjMesh) {
+    let vertices: Vec<DVec3> = obj.base.positions.iter().map(|p| p.as_dvec3()).collect();
+    let shapes = [
+        TriangleMesh::new(vertices.clone(), obj.base.triangles.clone())
+            .map(|m| ColliderShape::TriMesh(Arc::new(m))),
+        ConvexHull::new(vertices.clone()).map(|h| ColliderShape::ConvexHull(Arc::new(h))),
+    ];
+    for shape in shapes.into_iter().flatten() {
+        let mut set = ColliderSet::new();
+        let id = set
+            .add(shape, Pose::IDENTITY)
+            .expect("a built shape is valid");
+        for p in vertices.iter().take(8) {
+            for q in [*p, *p + DVec3::new(0.01, 0.02, -0.03), *p * 0.5] {
+                let d = set.signed_distance(id, q).expect("the collider exists");
+                assert!(d.is_finite(), "non-finite distance {d} at {q:?}");
+            }
+        }
     }
 }
 
