@@ -67,6 +67,7 @@
 pub mod character;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use bevy_app::{App, FixedUpdate, Plugin, PluginGroup, PluginGroupBuilder};
 use bevy_asset::{Assets, RenderAssetUsages};
@@ -74,10 +75,13 @@ use bevy_ecs::prelude::*;
 use bevy_mesh::{Indices, Mesh, Mesh3d, PrimitiveTopology, VertexAttributeValues};
 use bevy_time::{Fixed, Time};
 use bevy_transform::components::{GlobalTransform, Transform};
-use glam::{Mat4, Vec3};
+use glam::{DVec3, Mat4, Vec3};
 use isocloth::attachment::{AttachError, AttachmentSettings, Attachments, Influence};
 use isocloth::ecs::{ClothColliders, ClothConfig, init_cloth_resources, step_cloths};
-use isocloth::{BaseMesh, Cloth, ClothError, ClothMesh, ColliderShape, Material, MeshError, Pose};
+use isocloth::{
+    BaseMesh, Cloth, ClothError, ClothMesh, ColliderError, ColliderShape, ConvexHull, Material,
+    MeshError, Pose, TriangleMesh,
+};
 use thiserror::Error;
 
 pub use isocloth::ecs::{ClothConfigOverride, ClothSim, ClothSystems};
@@ -290,6 +294,86 @@ impl ClothCollider {
             offset: Pose::IDENTITY,
         }
     }
+
+    /// A triangle-mesh collider from a `Mesh` asset (a table, a statue, a ship's rail), in the
+    /// mesh's own coordinates (the entity's scale is not applied: scale the mesh). Vertices at
+    /// exactly one position are welded first, as for cloth, so a mesh split at UV seams or hard
+    /// edges is one surface: closed, it is solid and must be wound counter-clockwise seen from
+    /// outside; open, it is a two-sided sheet ([`isocloth::TriangleMesh`]). Refused: a mesh that
+    /// is not a triangle list, has no `Float32x3` positions or no indices, lives in the render
+    /// world only, or whose data [`TriangleMesh::new`] refuses (the error names the triangle or
+    /// vertex, counted after welding).
+    pub fn trimesh(mesh: &Mesh) -> Result<Self, MeshColliderError> {
+        let (vertices, triangles) = welded_triangles(mesh, true)?;
+        let shape = TriangleMesh::new(vertices, triangles)?;
+        Ok(Self::new(ColliderShape::TriMesh(Arc::new(shape))))
+    }
+
+    /// A convex-hull collider around a `Mesh` asset's vertices (a rock, a crate, a low-poly
+    /// proxy), in the mesh's own coordinates; any topology, indices not needed. Refused: no
+    /// `Float32x3` positions, data in the render world only, and points that span no volume
+    /// ([`ConvexHull::new`]).
+    pub fn convex_hull(mesh: &Mesh) -> Result<Self, MeshColliderError> {
+        let (vertices, _) = welded_triangles(mesh, false)?;
+        let shape = ConvexHull::new(vertices)?;
+        Ok(Self::new(ColliderShape::ConvexHull(Arc::new(shape))))
+    }
+}
+
+/// Why a `Mesh` asset could not become a [`ClothCollider`].
+#[derive(Debug, Error)]
+pub enum MeshColliderError {
+    /// The mesh is not a triangle list (a triangle-mesh collider needs triangles).
+    #[error("the collider's mesh is {0:?}, not a TriangleList")]
+    NotTriangleList(PrimitiveTopology),
+    /// The mesh has no `Float32x3` positions.
+    #[error("the collider's mesh has no Float32x3 POSITION attribute")]
+    NoPositions,
+    /// The mesh has no indices (a triangle-mesh collider needs them).
+    #[error("the collider's mesh has no indices")]
+    NoIndices,
+    /// The mesh's data lives in the render world only.
+    #[error("the collider's mesh is not kept in the main world (RenderAssetUsages::MAIN_WORLD)")]
+    NotInMainWorld,
+    /// The shape refused the mesh's data.
+    #[error(transparent)]
+    Shape(#[from] ColliderError),
+}
+
+/// A mesh's welded vertices (`f64`) and, with `with_triangles`, its triangles over them.
+fn welded_triangles(
+    mesh: &Mesh,
+    with_triangles: bool,
+) -> Result<(Vec<DVec3>, Vec<[u32; 3]>), MeshColliderError> {
+    let positions = match mesh.try_attribute_option(Mesh::ATTRIBUTE_POSITION) {
+        Ok(Some(VertexAttributeValues::Float32x3(p))) => p,
+        Ok(_) => return Err(MeshColliderError::NoPositions),
+        Err(_) => return Err(MeshColliderError::NotInMainWorld),
+    };
+    let (weld, welded) = weld(positions);
+    let vertices = welded
+        .iter()
+        .map(|&v| Vec3::from(positions[v as usize]).as_dvec3())
+        .collect();
+    if !with_triangles {
+        return Ok((vertices, Vec::new()));
+    }
+    let topology = mesh.primitive_topology();
+    if topology != PrimitiveTopology::TriangleList {
+        return Err(MeshColliderError::NotTriangleList(topology));
+    }
+    let triangles = match mesh.try_indices_option() {
+        Ok(Some(i)) => i
+            .iter()
+            .collect::<Vec<usize>>()
+            .chunks_exact(3)
+            // An index past the vertices stays past the welded ones, for the shape to name.
+            .map(|t| [t[0], t[1], t[2]].map(|k| weld.get(k).copied().unwrap_or(k as u32)))
+            .collect(),
+        Ok(None) => return Err(MeshColliderError::NoIndices),
+        Err(_) => return Err(MeshColliderError::NotInMainWorld),
+    };
+    Ok((vertices, triangles))
 }
 
 /// The rotation and translation of `t` as a pose (scale dropped), finite or not.
