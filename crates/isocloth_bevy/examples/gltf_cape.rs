@@ -2,7 +2,7 @@
 //!
 //! ```sh
 //! cargo run --release --example gltf_cape -- assets/CesiumMan.glb [--clip NAME]
-//!     [--preset mobile|console|desktop] [--seconds S]
+//!     [--preset mobile|console|desktop] [--seconds S] [--tapered]
 //! ```
 //!
 //! The character is a `.glb` or a `.gltf` (buffers beside it or embedded); every skinned mesh
@@ -10,13 +10,16 @@
 //! clip plays at 60 Hz on one bone entity per skin joint (their
 //! `GlobalTransform`s set from the clip each fixed tick, before the cloth systems). Collision
 //! capsules are fitted to the joints from the skin weights
-//! ([`Character::fit_capsules`](isocloth_bevy::character::Character::fit_capsules)); a cape
+//! ([`Character::fit_capsules`](isocloth_bevy::character::Character::fit_capsules), or with
+//! `--tapered` two-radius capsules,
+//! [`Character::fit_tapered_capsules`](isocloth_bevy::character::Character::fit_tapered_capsules));
+//! a cape
 //! hangs from the upper spine and the shoulders, found from the skeleton's shape
 //! ([`Character::cape_joints`](isocloth_bevy::character::Character::cape_joints)); the ground is
 //! a plane. Writes a contact sheet of skinned body and cape (`target/isocloth/gltf_cape.png`)
 //! and an animated PNG of the run (`target/isocloth/gltf_cape.apng`, 10 frames a second),
 //! prints a table, then one JSON line: `max_strain`, `mean_strain`, `max_penetration_m`,
-//! `nodes_inside_body`, `step_ms_median`.
+//! `nodes_inside_body`, `step_ms_median`, `tapered`.
 
 #[path = "../../../examples/common/render.rs"]
 #[allow(dead_code)]
@@ -59,6 +62,7 @@ struct Args {
     clip: Option<String>,
     preset: (String, BudgetPreset),
     seconds: f64,
+    tapered: bool,
 }
 
 fn args() -> Result<Args, String> {
@@ -66,6 +70,7 @@ fn args() -> Result<Args, String> {
     let mut clip = None;
     let mut preset = ("console".to_string(), BudgetPreset::console());
     let mut seconds = 10.0;
+    let mut tapered = false;
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -84,6 +89,7 @@ fn args() -> Result<Args, String> {
                 };
                 preset = (name, p);
             }
+            "--tapered" => tapered = true,
             "--seconds" => {
                 seconds = it
                     .next()
@@ -93,7 +99,7 @@ fn args() -> Result<Args, String> {
             }
             other if other.starts_with("--") => {
                 return Err(format!(
-                    "unknown option {other:?} (FILE.glb [--clip NAME] [--preset NAME] [--seconds S])"
+                    "unknown option {other:?} (FILE.glb [--clip NAME] [--preset NAME] [--seconds S] [--tapered])"
                 ));
             }
             other => file = Some(other.to_string()),
@@ -101,11 +107,12 @@ fn args() -> Result<Args, String> {
     }
     Ok(Args {
         file: file.ok_or(
-            "usage: gltf_cape FILE.glb|FILE.gltf [--clip NAME] [--preset NAME] [--seconds S]",
+            "usage: gltf_cape FILE.glb|FILE.gltf [--clip NAME] [--preset NAME] [--seconds S] [--tapered]",
         )?,
         clip,
         preset,
         seconds,
+        tapered,
     })
 }
 
@@ -121,7 +128,11 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let character = Character::from_file(&args.file).map_err(|e| format!("{}: {e}", args.file))?;
     let clip = character.clip(args.clip.as_deref())?;
     let cape_joints = character.cape_joints()?;
-    let capsules = character.fit_capsules(30, 0.9);
+    let capsules = if args.tapered {
+        character.fit_tapered_capsules(30, 0.9)
+    } else {
+        character.fit_capsules(30, 0.9)
+    };
 
     let layout = character.cape(Some(clip), 0.0, 10, 14, SHOULDER_WEIGHT)?;
     let mut pose0 = Vec::new();
@@ -292,7 +303,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     println!("contact sheet: {}", sheet_path.display());
     println!("animation: {}", apng_path.display());
     println!(
-        "{{\"file\":{:?},\"clip\":{:?},\"preset\":{:?},\"frames\":{},\"capsules\":{},\"cape_nodes\":{},\"max_strain\":{:.6},\"mean_strain\":{:.6},\"max_penetration_m\":{:.6},\"nodes_inside_body\":{},\"step_ms_median\":{:.4},\"contact_sheet\":{:?},\"animation\":{:?}}}",
+        "{{\"file\":{:?},\"clip\":{:?},\"preset\":{:?},\"frames\":{},\"capsules\":{},\"cape_nodes\":{},\"max_strain\":{:.6},\"mean_strain\":{:.6},\"max_penetration_m\":{:.6},\"nodes_inside_body\":{},\"step_ms_median\":{:.4},\"tapered\":{},\"contact_sheet\":{:?},\"animation\":{:?}}}",
         args.file,
         character.clips()[clip].name,
         args.preset.0,
@@ -304,6 +315,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         max_pen,
         inside_max,
         median,
+        args.tapered,
         sheet_path.display().to_string(),
         apng_path.display().to_string()
     );

@@ -697,6 +697,27 @@ impl Character {
     /// 4. Its ends are the 10th and 90th percentiles of the vertices along the axis, pulled in by
     ///    the radius (the round caps reach those percentiles).
     pub fn fit_capsules(&self, min_vertices: usize, inset: f32) -> Vec<JointCapsule> {
+        self.fit(min_vertices, inset, false)
+    }
+
+    /// One **tapered** capsule per joint (two end radii, [`ColliderShape::TaperedCapsule`]),
+    /// which follows a limb that narrows (thigh to knee, forearm to wrist) where one radius
+    /// must take the thick end's and float over the thin end or the thin end's and sink into
+    /// the thick end. The rule is [`Character::fit_capsules`]'s with step 3 and 4 per end:
+    ///
+    /// 3. The vertices' distance from the axis is fitted by a straight line along it (least
+    ///    squares over the vertices between the 10th and 90th percentiles), times `inset`.
+    /// 4. Each ball's centre is pulled in from its percentile by its own radius (the caps reach
+    ///    the 10th and 90th percentiles), and its radius is the line's value at its centre.
+    ///    The radii are brought together (about their mean) until they differ by at most 90 %
+    ///    of the distance between the centres, so the shape stays a capsule; a span too short
+    ///    for two balls, or a fit that is not a positive radius, gives the plain capsule.
+    pub fn fit_tapered_capsules(&self, min_vertices: usize, inset: f32) -> Vec<JointCapsule> {
+        self.fit(min_vertices, inset, true)
+    }
+
+    /// [`Character::fit_capsules`] and [`Character::fit_tapered_capsules`].
+    fn fit(&self, min_vertices: usize, inset: f32, tapered: bool) -> Vec<JointCapsule> {
         let mut rest = Vec::new();
         self.joint_transforms(None, 0.0, &mut rest);
         let mut skinned = Vec::new();
@@ -743,13 +764,22 @@ impl Character {
             let (lo, hi) = (pct(&along, 0.1), pct(&along, 0.9));
             let radius = (pct(&radial, 0.5) * inset).max(1e-3);
             let half_height = (0.5 * (hi - lo) - radius).max(0.0);
-            let centre = centroid + 0.5 * (lo + hi) * axis;
+            let mut centre = centroid + 0.5 * (lo + hi) * axis;
+            let mut shape = ColliderShape::Capsule {
+                half_height: f64::from(half_height),
+                radius: f64::from(radius),
+            };
+            if tapered && let Some((a, b, mid)) = end_radii(&local, centroid, axis, lo, hi, inset) {
+                centre = centroid + mid * axis;
+                shape = ColliderShape::TaperedCapsule {
+                    half_height: f64::from(0.5 * (hi - b - (lo + a))),
+                    bottom_radius: f64::from(a),
+                    top_radius: f64::from(b),
+                };
+            }
             out.push(JointCapsule {
                 joint,
-                shape: ColliderShape::Capsule {
-                    half_height: f64::from(half_height),
-                    radius: f64::from(radius),
-                },
+                shape,
                 offset: Pose::new(
                     centre.as_dvec3(),
                     Quat::from_rotation_arc(Vec3::Y, axis)
@@ -930,6 +960,57 @@ impl Character {
             size: [width, length],
         })
     }
+}
+
+/// The end radii of a tapered capsule over a joint's vertices (`local`, around `centroid` with
+/// the unit `axis`, spanning `lo..hi` along it; see [`Character::fit_tapered_capsules`]) and
+/// the position along the axis of the middle between the balls' centres; `None` where the span
+/// is too short for two balls or the fit gives no positive radius (a plain capsule fits it).
+fn end_radii(
+    local: &[Vec3],
+    centroid: Vec3,
+    axis: Vec3,
+    lo: f32,
+    hi: f32,
+    inset: f32,
+) -> Option<(f32, f32, f32)> {
+    // Least squares r = c0 + c1 t over the span, in f64 (sums of squares).
+    let (mut n, mut st, mut sr, mut stt, mut str) = (0.0f64, 0.0, 0.0, 0.0, 0.0);
+    for p in local {
+        let d = *p - centroid;
+        let t = d.dot(axis);
+        if t >= lo && t <= hi {
+            let (t, r) = (f64::from(t), f64::from((d - t * axis).length()));
+            n += 1.0;
+            st += t;
+            sr += r;
+            stt += t * t;
+            str += t * r;
+        }
+    }
+    let det = n * stt - st * st;
+    if n < 2.0 || det <= 1e-12 * n * n {
+        return None;
+    }
+    let c1 = (n * str - st * sr) / det * f64::from(inset);
+    let c0 = (sr - c1 / f64::from(inset) * st) / n * f64::from(inset);
+    let (lo64, hi64) = (f64::from(lo), f64::from(hi));
+    // Each radius is the line's value at its ball's centre: a = c0 + c1 (lo + a),
+    // b = c0 + c1 (hi - b).
+    let a = (c0 + c1 * lo64) / (1.0 - c1);
+    let b = (c0 + c1 * hi64) / (1.0 + c1);
+    let span = hi64 - lo64 - a - b;
+    if !(a > 1e-3 && b > 1e-3 && span > 0.0) {
+        return None;
+    }
+    // Bring the radii together about their mean until they differ by at most 90 % of the
+    // distance between the centres (their sum, and so that distance, stays as it is).
+    let (mean, half) = (
+        0.5 * (a + b),
+        (0.5 * (a - b)).clamp(-0.45 * span, 0.45 * span),
+    );
+    let (a, b) = (mean + half, mean - half);
+    Some((a as f32, b as f32, (0.5 * (lo64 + a + hi64 - b)) as f32))
 }
 
 /// `m` without its scale: the rotation and translation.

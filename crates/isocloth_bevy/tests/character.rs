@@ -14,6 +14,8 @@ struct Faults {
     /// The body in two skinned meshes (rings 0-5 and 5-10, the seam ring in both, as converters
     /// split a body), the second on a skin of its own that lists the joints in reverse order.
     split: bool,
+    /// The radius narrows from 0.1 m at the root to 0.05 m at the far end (a limb).
+    taper: bool,
 }
 
 /// Binary data and the accessors over it, as the builder writes them.
@@ -67,7 +69,8 @@ fn cylinder(f: Faults) -> (String, Vec<u8>) {
             let y = r as f32 / (rings - 1) as f32;
             for k in 0..around {
                 let a = k as f32 / around as f32 * std::f32::consts::TAU;
-                pos.extend([0.1 * a.cos(), y, 0.1 * a.sin()]);
+                let radius = if f.taper { 0.1 * (1.0 - 0.5 * y) } else { 0.1 };
+                pos.extend([radius * a.cos(), y, radius * a.sin()]);
                 let upper = y >= 0.5;
                 joints.extend([u16::from(upper != reverse), 0, 0, 0]);
                 weights.extend([1.0f32, 0.0, 0.0, 0.0]);
@@ -295,6 +298,76 @@ fn capsules_fit_the_limb_they_are_fitted_to() {
             half_height + radius
         );
         assert!(half_height > 0.05, "half height {half_height}");
+    }
+}
+
+/// The tapered fit follows a limb that narrows: on the tapered cylinder (radius 0.1 m at the
+/// root, 0.05 m at the far end) each joint's two balls have, at their centres' heights, the
+/// skin's radius there times the inset (to 4 %), the one nearer the root the larger; on the
+/// straight cylinder both radii are the plain fit's (to 2 %) and the axes are the plain fit's.
+#[test]
+fn tapered_capsules_follow_a_narrowing_limb() {
+    let limb = Character::from_glb(&cylinder_glb(Faults {
+        taper: true,
+        ..Default::default()
+    }))
+    .unwrap();
+    let caps = limb.fit_tapered_capsules(10, 0.9);
+    assert_eq!(caps.len(), 2);
+    for cap in &caps {
+        let ColliderShape::TaperedCapsule {
+            half_height,
+            bottom_radius,
+            top_radius,
+        } = cap.shape
+        else {
+            panic!("not a tapered capsule: {:?}", cap.shape)
+        };
+        // The joints' frames are translations (the rest pose), so the offset is in the world's
+        // axes up to the joint's origin; heights compare through the axis' direction.
+        let axis = cap.offset.rotation * glam::DVec3::Y;
+        assert!(axis.x.abs() < 1e-3 && axis.z.abs() < 1e-3, "axis {axis}");
+        let joint_y = if cap.joint == 0 { 0.0 } else { 0.5 };
+        for (end, radius) in [(-1.0, bottom_radius), (1.0, top_radius)] {
+            let y = joint_y + cap.offset.translation.y + end * half_height * axis.y;
+            let skin = 0.1 * (1.0 - 0.5 * y);
+            assert!(
+                (radius - 0.9 * skin).abs() < 0.04 * 0.9 * skin,
+                "joint {}: radius {radius} at y {y}, skin {skin}",
+                cap.joint
+            );
+        }
+        let (near_root, far) = if axis.y > 0.0 {
+            (bottom_radius, top_radius)
+        } else {
+            (top_radius, bottom_radius)
+        };
+        assert!(near_root > far, "{near_root} <= {far}");
+    }
+    let straight = Character::from_glb(&cylinder_glb(Faults::default())).unwrap();
+    for (plain, tapered) in straight
+        .fit_capsules(10, 0.9)
+        .iter()
+        .zip(straight.fit_tapered_capsules(10, 0.9))
+    {
+        let ColliderShape::Capsule { radius, .. } = plain.shape else {
+            panic!("not a capsule")
+        };
+        let ColliderShape::TaperedCapsule {
+            bottom_radius,
+            top_radius,
+            ..
+        } = tapered.shape
+        else {
+            panic!("not a tapered capsule")
+        };
+        for r in [bottom_radius, top_radius] {
+            assert!((r - radius).abs() < 0.02 * radius, "{r} against {radius}");
+        }
+        assert!(
+            plain.offset.rotation.angle_between(tapered.offset.rotation) < 1e-6,
+            "axes differ"
+        );
     }
 }
 
