@@ -36,7 +36,7 @@
 //! | `dynamics/` | energy, the prefactored matrix, the iterations | [`energy`] (constraint terms and their local projections), [`aero`] (wind, drag, lift, damping), `factor` (the sparse Cholesky, the only place faer is used), [`model`] (the prepared, shareable form), `solver` (local-global, L-BFGS, projected Newton), [`integrator`] (BDF2, backward Euler), [`equilibrium`] (static equilibrium: pre-settling, converged references), [`measures`] (strain, isometry, conformity, energy), [`workspace`] (preallocated memory) |
 //! | `contact/` | the character's bodies and contact | [`collision`] (kinematic capsules, spheres, planes; per-node frictional contact; the only place parry3d is used), [`limits`] (tethers, max distance, backstops, sleeping), [`self_contact`] (the cloth against itself) |
 //! | `character/` | what drives the cloth from a skeleton | [`attachment`] (pins on bones, skinning, teleports, inertia scaling), [`rig`] (the procedural test character) |
-//! | `engine/` | integration into a game | `ecs` (the bevy_ecs adapter), `scenario` (the scenario runner), [`tuning`] (budgets per platform from measured runs), [`worker`] (stepping on a worker thread, the only place crossbeam is used) |
+//! | `engine/` | integration into a game | `ecs` (the bevy_ecs adapter), `scenario` (the scenario runner), [`tuning`] (budgets per platform from measured runs), [`lod`] (one frame budget for many cloths: rungs by priority from measured costs), [`worker`] (stepping on a worker thread, the only place crossbeam is used) |
 //! | (root) | the façade and shared pieces | [`cloth`] (a cloth's state and its `step`), [`error`], [`load`] (settings files with errors at the line) |
 //!
 //! Dependencies run one way: `mesh` <- `dynamics` and `contact` <- `cloth` <- `character` <-
@@ -64,7 +64,7 @@ pub use dynamics::{aero, energy, equilibrium, integrator, measures, model, works
 pub(crate) use dynamics::{factor, lanes, pipeline, solver, sparse};
 #[cfg(feature = "ecs")]
 pub use engine::{ecs, scenario};
-pub use engine::{tuning, worker};
+pub use engine::{lod, tuning, worker};
 pub use mesh::obj;
 
 pub use aero::Aerodynamics;
@@ -80,6 +80,7 @@ pub use error::{ClothError, MeshError, ObjError, PolygonError, RonError};
 pub use glam;
 pub use integrator::Integrator;
 pub use limits::{LimitSettings, SleepSettings};
+pub use lod::{ClothBudget, LodId, LodScheduler, Rung};
 pub use measures::Measures;
 pub use mesh::{BaseMesh, ClothMesh, Discretization, StrainEdge};
 pub use model::{ClothModel, ModelStats, SolverMethod, SolverSettings};

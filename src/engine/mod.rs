@@ -6,6 +6,7 @@
 
 #[cfg(feature = "ecs")]
 pub mod ecs;
+pub mod lod;
 #[cfg(feature = "ecs")]
 pub mod scenario;
 pub mod tuning;

@@ -1,0 +1,557 @@
+//! Level of detail for many cloths: one frame budget for all of them, and a scheduler that
+//! gives each cloth a rung of a ladder of budgets by its priority, from measured costs.
+//!
+//! A game runs a plaza of characters, not one cape: no platform affords every cape at its
+//! preset. [`ClothBudget`] is the frame's cloth time as one number plus the ladder of
+//! [`Rung`]s, from the most work to the least: simulated at the tuner's presets
+//! ([`Rung::Simulate`]), simulated every other tick with a doubled step
+//! ([`Rung::HalfRate`]), following the skinned pose ([`Rung::FollowSkin`]), asleep
+//! ([`Rung::Sleep`]). [`LodScheduler`] is plain data with explicit calls, usable without the
+//! ECS (the `ecs` layer drives it from components):
+//!
+//! - [`LodScheduler::insert`] a cloth with its class (cloths of one class share cost
+//!   estimates: capes of one model) and node count; [`LodScheduler::remove`] it when it goes;
+//! - every tick, [`LodScheduler::set_priority`] (higher is more important: nearer the camera,
+//!   larger on screen), then [`LodScheduler::plan`], then run each cloth at
+//!   [`LodScheduler::rung`] and [`LodScheduler::record`] what it cost.
+//!
+//! The rules (defaults in [`ClothBudget`]'s fields):
+//!
+//! 1. **Estimates.** Each cloth keeps a running mean of its measured cost per rung (weight
+//!    [`ClothBudget::learning_rate`] for the newest), and so does its class. A rung the cloth
+//!    has not run takes its class's estimate, else any measured rung's scaled by the rungs'
+//!    work ([`Rung::work`]), else a prior per node and iteration.
+//! 2. **Plan.** A cloth that changed rung less than [`ClothBudget::min_dwell_s`] ago keeps it
+//!    (no flicker); its estimate is spent first. The others, by priority (then by id), each
+//!    take the most work whose estimate fits what is left of [`ClothBudget::fill`] times the
+//!    budget, after keeping back what the rest need at their cheapest rung. A cloth moves up
+//!    only if the better rung fits with [`ClothBudget::upgrade_margin`] to spare.
+//! 3. **Budget wins.** If the kept rungs alone overrun the budget, the lowest-priority kept
+//!    cloths step down (one rung at a time) until it fits, dwell or not.
+//!
+//! Nothing here allocates per tick once the cloths are in: slots, estimates and the sort order
+//! are kept.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{ClothError, non_negative, positive};
+use crate::model::{SolverMethod, SolverSettings};
+
+/// One rung of a level-of-detail ladder, from the most work to the least.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub enum Rung {
+    /// Simulated every tick at `substeps` x `iterations` of `method` (a tuner preset).
+    Simulate {
+        /// Substeps per tick.
+        substeps: u32,
+        /// Iterations per substep.
+        iterations: u32,
+        /// Solver.
+        method: SolverMethod,
+    },
+    /// Simulated every other tick, one step of two ticks' time at `substeps` x `iterations`
+    /// of `method` (its own factor for the doubled substep, built once per model and shared).
+    HalfRate {
+        /// Substeps per (doubled) step.
+        substeps: u32,
+        /// Iterations per substep.
+        iterations: u32,
+        /// Solver.
+        method: SolverMethod,
+    },
+    /// Not simulated: the nodes ease to the skinned pose ([`crate::Cloth::follow_skin`]); a
+    /// cloth without skin targets holds still, as asleep.
+    FollowSkin,
+    /// Not simulated: the cloth stays where it is.
+    Sleep,
+}
+
+impl Rung {
+    /// Work relative to one iteration of the cloth's solve, to scale a measured rung's cost to
+    /// one not yet measured: `substeps * (iterations + 1)` a simulated tick (an iteration per
+    /// iteration, and about one more per substep for prediction and contact), half that at
+    /// half rate, a tenth of an iteration to follow the skin, nothing asleep.
+    pub fn work(&self) -> f64 {
+        match *self {
+            Rung::Simulate {
+                substeps,
+                iterations,
+                ..
+            } => f64::from(substeps * (iterations + 1)),
+            Rung::HalfRate {
+                substeps,
+                iterations,
+                ..
+            } => 0.5 * f64::from(substeps * (iterations + 1)),
+            Rung::FollowSkin => 0.1,
+            Rung::Sleep => 0.0,
+        }
+    }
+
+    /// The solver settings of a simulated rung for ticks of `timestep` seconds (a half-rate
+    /// rung steps twice that), the rest of `base` kept; `None` for a rung that does not
+    /// simulate.
+    pub fn settings(&self, base: &SolverSettings, timestep: f64) -> Option<SolverSettings> {
+        let (substeps, iterations, method, frame_time) = match *self {
+            Rung::Simulate {
+                substeps,
+                iterations,
+                method,
+            } => (substeps, iterations, method, timestep),
+            Rung::HalfRate {
+                substeps,
+                iterations,
+                method,
+            } => (substeps, iterations, method, 2.0 * timestep),
+            Rung::FollowSkin | Rung::Sleep => return None,
+        };
+        Some(SolverSettings {
+            substeps,
+            iterations,
+            method,
+            frame_time,
+            ..*base
+        })
+    }
+
+    fn validate(&self) -> Result<(), ClothError> {
+        if let Some(s) = self.settings(&SolverSettings::default(), 1.0 / 60.0) {
+            s.validate()?;
+        }
+        Ok(())
+    }
+}
+
+/// The frame's cloth time for every cloth together, and the ladder of rungs the scheduler gives
+/// out (plain configuration; the `ecs` layer holds one in a resource). Serde (RON) loadable;
+/// [`ClothBudget::validate`] checks it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClothBudget {
+    /// Milliseconds of cloth time a frame, all cloths together. Default 2.
+    pub frame_ms: f64,
+    /// Rungs from the most work to the least. Default: desktop (4 x 10 L-BFGS), console (2 x 5
+    /// L-BFGS), mobile (1 x 5 local-global), mobile at half rate, follow the skin, sleep.
+    pub ladder: Vec<Rung>,
+    /// Seconds a cloth stays on a rung before it may change again (unless the budget needs
+    /// it to step down). Default 1.
+    pub min_dwell_s: f64,
+    /// Fraction of `frame_ms` the plan fills, the rest left for estimates that run short. In
+    /// (0, 1]; default 0.9.
+    pub fill: f64,
+    /// A cloth moves up only if the better rung's estimate fits with this fraction of it to
+    /// spare. At least 0; default 0.1.
+    pub upgrade_margin: f64,
+    /// Weight of the newest measurement in a running cost estimate, in (0, 1]. Default 0.2.
+    pub learning_rate: f64,
+    /// Cost of one iteration of one node (ms) assumed before anything was measured.
+    /// Default 1e-4 (a 777-node cape at 2 x 5 costs about 0.7 ms on a console core).
+    pub prior_ms_per_node_iteration: f64,
+}
+
+impl Default for ClothBudget {
+    fn default() -> Self {
+        let lbfgs = SolverMethod::Lbfgs { history: 5 };
+        Self {
+            frame_ms: 2.0,
+            ladder: vec![
+                Rung::Simulate {
+                    substeps: 4,
+                    iterations: 10,
+                    method: lbfgs,
+                },
+                Rung::Simulate {
+                    substeps: 2,
+                    iterations: 5,
+                    method: lbfgs,
+                },
+                Rung::Simulate {
+                    substeps: 1,
+                    iterations: 5,
+                    method: SolverMethod::LocalGlobal,
+                },
+                Rung::HalfRate {
+                    substeps: 1,
+                    iterations: 5,
+                    method: SolverMethod::LocalGlobal,
+                },
+                Rung::FollowSkin,
+                Rung::Sleep,
+            ],
+            min_dwell_s: 1.0,
+            fill: 0.9,
+            upgrade_margin: 0.1,
+            learning_rate: 0.2,
+            prior_ms_per_node_iteration: 1e-4,
+        }
+    }
+}
+
+impl ClothBudget {
+    /// Checks every field: a positive finite budget and prior, a non-empty ladder of valid
+    /// rungs (at most 64), a non-negative dwell and margin, a fill and learning rate in (0, 1].
+    pub fn validate(&self) -> Result<(), ClothError> {
+        positive("frame_ms", self.frame_ms)?;
+        positive(
+            "prior_ms_per_node_iteration",
+            self.prior_ms_per_node_iteration,
+        )?;
+        non_negative("min_dwell_s", self.min_dwell_s)?;
+        non_negative("upgrade_margin", self.upgrade_margin)?;
+        for (name, v) in [("fill", self.fill), ("learning_rate", self.learning_rate)] {
+            if !(v > 0.0 && v <= 1.0) {
+                return Err(ClothError::InvalidSetting {
+                    name,
+                    reason: format!("must be in (0, 1], got {v}"),
+                });
+            }
+        }
+        if self.ladder.is_empty() || self.ladder.len() > 64 {
+            return Err(ClothError::InvalidSetting {
+                name: "ladder",
+                reason: format!("needs 1 to 64 rungs, got {}", self.ladder.len()),
+            });
+        }
+        for r in &self.ladder {
+            r.validate()?;
+        }
+        Ok(())
+    }
+
+    /// Parses a budget from RON text (missing fields take their defaults) and validates it,
+    /// for example `(frame_ms: 4.0, min_dwell_s: 0.5)`.
+    pub fn from_ron(text: &str) -> Result<Self, ClothError> {
+        let b: Self = crate::load::ron(text).map_err(|e| ClothError::InvalidSetting {
+            name: "budget",
+            reason: format!("RON: {e}"),
+        })?;
+        b.validate()?;
+        Ok(b)
+    }
+}
+
+/// A cloth in a [`LodScheduler`] (returned by [`LodScheduler::insert`]; reused after
+/// [`LodScheduler::remove`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LodId(pub u32);
+
+/// A running mean cost per rung (`NaN`: not measured).
+#[derive(Debug, Clone)]
+struct Estimates(Vec<f64>);
+
+impl Estimates {
+    fn new(rungs: usize) -> Self {
+        Self(vec![f64::NAN; rungs])
+    }
+
+    fn learn(&mut self, rung: usize, ms: f64, rate: f64) {
+        let e = &mut self.0[rung];
+        *e = if e.is_nan() {
+            ms
+        } else {
+            *e + rate * (ms - *e)
+        };
+    }
+
+    /// A measured rung's cost per unit of work (the most worked one measured), if any.
+    fn per_work(&self, ladder: &[Rung]) -> Option<f64> {
+        self.0
+            .iter()
+            .zip(ladder)
+            .filter(|(e, r)| !e.is_nan() && r.work() > 0.0)
+            .max_by(|a, b| a.1.work().total_cmp(&b.1.work()))
+            .map(|(e, r)| e / r.work())
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Slot {
+    class: u32,
+    nodes: u32,
+    priority: f64,
+    rung: usize,
+    /// When (seconds, [`LodScheduler::plan`]'s clock) it last changed rung; `-inf` never.
+    since: f64,
+    own: Estimates,
+    changes: u64,
+}
+
+/// Gives each cloth a rung of a [`ClothBudget`]'s ladder, every tick, within the budget (see
+/// the module docs for the rules).
+#[derive(Debug, Clone)]
+pub struct LodScheduler {
+    budget: ClothBudget,
+    slots: Vec<Option<Slot>>,
+    free: Vec<u32>,
+    classes: Vec<Estimates>,
+    order: Vec<u32>,
+    changes: u64,
+    planned_ms: f64,
+}
+
+impl LodScheduler {
+    /// A scheduler for `budget` (validated), with no cloths.
+    pub fn new(budget: ClothBudget) -> Result<Self, ClothError> {
+        budget.validate()?;
+        Ok(Self {
+            budget,
+            slots: Vec::new(),
+            free: Vec::new(),
+            classes: Vec::new(),
+            order: Vec::new(),
+            changes: 0,
+            planned_ms: 0.0,
+        })
+    }
+
+    /// The budget.
+    pub fn budget(&self) -> &ClothBudget {
+        &self.budget
+    }
+
+    /// Replaces the budget (validated). A ladder of another length forgets every estimate and
+    /// puts every cloth on the cheapest rung; otherwise rungs and estimates carry over.
+    pub fn set_budget(&mut self, budget: ClothBudget) -> Result<(), ClothError> {
+        budget.validate()?;
+        let rungs = budget.ladder.len();
+        if rungs != self.budget.ladder.len() {
+            for c in &mut self.classes {
+                *c = Estimates::new(rungs);
+            }
+            for s in self.slots.iter_mut().flatten() {
+                s.own = Estimates::new(rungs);
+                s.rung = rungs - 1;
+                s.since = f64::NEG_INFINITY;
+            }
+        }
+        self.budget = budget;
+        Ok(())
+    }
+
+    /// Adds a cloth of `class` (cloths of one class, such as capes of one model, share cost
+    /// estimates; classes are small numbers the caller gives out) with `nodes` nodes. It starts
+    /// on the cheapest rung, free to move at the next plan, with priority 0.
+    pub fn insert(&mut self, class: u32, nodes: u32) -> LodId {
+        let rungs = self.budget.ladder.len();
+        while self.classes.len() <= class as usize {
+            self.classes.push(Estimates::new(rungs));
+        }
+        let slot = Slot {
+            class,
+            nodes,
+            priority: 0.0,
+            rung: rungs - 1,
+            since: f64::NEG_INFINITY,
+            own: Estimates::new(rungs),
+            changes: 0,
+        };
+        match self.free.pop() {
+            Some(k) => {
+                self.slots[k as usize] = Some(slot);
+                LodId(k)
+            }
+            None => {
+                self.slots.push(Some(slot));
+                LodId(self.slots.len() as u32 - 1)
+            }
+        }
+    }
+
+    /// Removes a cloth (its id may be given out again). Unknown ids are ignored.
+    pub fn remove(&mut self, id: LodId) {
+        if let Some(s) = self.slots.get_mut(id.0 as usize)
+            && s.take().is_some()
+        {
+            self.free.push(id.0);
+        }
+    }
+
+    /// Cloths in the scheduler.
+    pub fn len(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+
+    /// Whether it holds no cloth.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Sets a cloth's priority (higher is more important; not finite counts as the lowest).
+    pub fn set_priority(&mut self, id: LodId, priority: f64) {
+        if let Some(s) = self.slot_mut(id) {
+            s.priority = if priority.is_nan() {
+                f64::NEG_INFINITY
+            } else {
+                priority
+            };
+        }
+    }
+
+    /// The rung a cloth runs at (index into the ladder), or `None` for an unknown id.
+    pub fn rung(&self, id: LodId) -> Option<usize> {
+        self.slot(id).map(|s| s.rung)
+    }
+
+    /// How many times a cloth changed rung.
+    pub fn changes_of(&self, id: LodId) -> Option<u64> {
+        self.slot(id).map(|s| s.changes)
+    }
+
+    /// Rung changes of every cloth so far (removed ones included).
+    pub fn changes(&self) -> u64 {
+        self.changes
+    }
+
+    /// The estimated cost of the last plan (ms).
+    pub fn planned_ms(&self) -> f64 {
+        self.planned_ms
+    }
+
+    /// Takes in what a cloth's last tick at `rung` cost (ms; a measurement that is not finite
+    /// or negative is ignored).
+    pub fn record(&mut self, id: LodId, rung: usize, ms: f64) {
+        let rate = self.budget.learning_rate;
+        if !(ms.is_finite() && ms >= 0.0) || rung >= self.budget.ladder.len() {
+            return;
+        }
+        let Some(s) = self.slots.get_mut(id.0 as usize).and_then(Option::as_mut) else {
+            return;
+        };
+        s.own.learn(rung, ms, rate);
+        self.classes[s.class as usize].learn(rung, ms, rate);
+    }
+
+    /// The estimated cost (ms) of a cloth at `rung` (see the module docs, rule 1).
+    pub fn estimate(&self, id: LodId, rung: usize) -> Option<f64> {
+        let s = self.slot(id)?;
+        (rung < self.budget.ladder.len()).then(|| self.estimate_slot(s, rung))
+    }
+
+    fn estimate_slot(&self, s: &Slot, rung: usize) -> f64 {
+        let ladder = &self.budget.ladder;
+        let class = &self.classes[s.class as usize];
+        let (own, shared) = (s.own.0[rung], class.0[rung]);
+        if !own.is_nan() {
+            return own;
+        }
+        if !shared.is_nan() {
+            return shared;
+        }
+        let work = ladder[rung].work();
+        let per_work = s.own.per_work(ladder).or_else(|| class.per_work(ladder));
+        match per_work {
+            Some(p) => p * work,
+            None => self.budget.prior_ms_per_node_iteration * f64::from(s.nodes) * work,
+        }
+    }
+
+    /// Gives every cloth its rung for the coming tick at time `now_s` (seconds, any clock that
+    /// does not run backwards), by the rules of the module docs. Returns the estimated total.
+    pub fn plan(&mut self, now_s: f64) -> f64 {
+        let b = &self.budget;
+        let cheapest = b.ladder.len() - 1;
+        let total = b.fill * b.frame_ms;
+        let dwell = b.min_dwell_s;
+        // Kept cloths are spent first; the others go by priority.
+        let mut spent = 0.0;
+        let mut reserve = 0.0;
+        self.order.clear();
+        for (k, s) in self.slots.iter().enumerate() {
+            let Some(s) = s else { continue };
+            if now_s - s.since < dwell {
+                spent += self.estimate_slot(s, s.rung);
+            } else {
+                reserve += self.estimate_slot(s, cheapest);
+                self.order.push(k as u32);
+            }
+        }
+        let slots = &self.slots;
+        self.order.sort_unstable_by(|a, b| {
+            priority(slots, *b)
+                .total_cmp(&priority(slots, *a))
+                .then(a.cmp(b))
+        });
+        let margin = 1.0 + self.budget.upgrade_margin;
+        for o in 0..self.order.len() {
+            let k = self.order[o] as usize;
+            let Some(s) = self.slots[k].as_ref() else {
+                continue;
+            };
+            reserve -= self.estimate_slot(s, cheapest);
+            let left = total - spent - reserve.max(0.0);
+            let mut pick = cheapest;
+            for r in 0..=cheapest {
+                let cost = self.estimate_slot(s, r);
+                let need = if r < s.rung { cost * margin } else { cost };
+                if need <= left {
+                    pick = r;
+                    break;
+                }
+            }
+            spent += self.estimate_slot(s, pick);
+            self.move_to(k, pick, now_s);
+        }
+        // Budget wins: kept cloths step down, lowest priority first, until the plan fits.
+        if spent > self.budget.frame_ms * self.budget.fill {
+            self.order.clear();
+            self.order.extend(
+                self.slots
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| s.as_ref().is_some_and(|s| s.rung < cheapest))
+                    .map(|(k, _)| k as u32),
+            );
+            let slots = &self.slots;
+            self.order.sort_unstable_by(|a, b| {
+                priority(slots, *a)
+                    .total_cmp(&priority(slots, *b))
+                    .then(b.cmp(a))
+            });
+            for o in 0..self.order.len() {
+                if spent <= total {
+                    break;
+                }
+                let k = self.order[o] as usize;
+                let Some(s) = self.slots[k].as_ref() else {
+                    continue;
+                };
+                let mut r = s.rung;
+                let mut cost = self.estimate_slot(s, r);
+                while r < cheapest && spent > total {
+                    let next = self.estimate_slot(s, r + 1);
+                    spent += next - cost;
+                    cost = next;
+                    r += 1;
+                }
+                self.move_to(k, r, now_s);
+            }
+        }
+        self.planned_ms = spent;
+        spent
+    }
+
+    fn move_to(&mut self, k: usize, rung: usize, now_s: f64) {
+        if let Some(s) = self.slots[k].as_mut()
+            && s.rung != rung
+        {
+            s.rung = rung;
+            s.since = now_s;
+            s.changes += 1;
+            self.changes += 1;
+        }
+    }
+
+    fn slot(&self, id: LodId) -> Option<&Slot> {
+        self.slots.get(id.0 as usize).and_then(Option::as_ref)
+    }
+
+    fn slot_mut(&mut self, id: LodId) -> Option<&mut Slot> {
+        self.slots.get_mut(id.0 as usize).and_then(Option::as_mut)
+    }
+}
+
+/// The priority of slot `k` (0 for an empty one).
+fn priority(slots: &[Option<Slot>], k: u32) -> f64 {
+    slots[k as usize].as_ref().map_or(0.0, |s| s.priority)
+}

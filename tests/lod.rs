@@ -1,0 +1,235 @@
+//! The level-of-detail scheduler (`isocloth::lod`) on its own, with costs made up from each
+//! rung's work: what it promises about the budget, priorities, flicker and estimates.
+
+use isocloth::lod::{ClothBudget, LodId, LodScheduler, Rung};
+
+/// A cloth's true cost at a rung: `scale` ms per unit of work (what `record` is fed).
+fn cost(budget: &ClothBudget, rung: usize, scale: f64) -> f64 {
+    scale * budget.ladder[rung].work()
+}
+
+/// A small deterministic generator in [0, 1).
+fn unit(seed: &mut u64) -> f64 {
+    *seed = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (*seed >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Runs `ticks` ticks of 1/60 s: priorities from `priority(tick, k)`, a plan, and every cloth
+/// recording its true cost. Returns the true total of each tick.
+fn run(
+    s: &mut LodScheduler,
+    ids: &[LodId],
+    scale: &[f64],
+    ticks: usize,
+    start: usize,
+    mut priority: impl FnMut(usize, usize) -> f64,
+) -> Vec<f64> {
+    let mut totals = Vec::new();
+    for t in start..start + ticks {
+        for (k, &id) in ids.iter().enumerate() {
+            s.set_priority(id, priority(t, k));
+        }
+        s.plan(t as f64 / 60.0);
+        let mut total = 0.0;
+        for (k, &id) in ids.iter().enumerate() {
+            let r = s.rung(id).unwrap();
+            let ms = cost(s.budget(), r, scale[k]);
+            total += ms;
+            s.record(id, r, ms);
+        }
+        totals.push(total);
+    }
+    totals
+}
+
+/// 64 cloths whose true cost per unit of work differs by up to 2x, at a 4 ms budget: after the
+/// first second (estimates learned) every tick's true total is within the budget, and the
+/// budget is used (over 70 % of it), although all 64 at the cheapest simulated rung would
+/// cost 64 x 12 x 0.01 = 7.7 ms.
+#[test]
+fn the_total_stays_within_the_budget_once_costs_are_learned() {
+    let budget = ClothBudget {
+        frame_ms: 4.0,
+        ..Default::default()
+    };
+    let mut s = LodScheduler::new(budget).unwrap();
+    let mut seed = 1;
+    let scale: Vec<f64> = (0..64).map(|_| 0.01 * (1.0 + unit(&mut seed))).collect();
+    let ids: Vec<LodId> = (0..64).map(|_| s.insert(0, 777)).collect();
+    let totals = run(&mut s, &ids, &scale, 600, 0, |_, k| -(k as f64));
+    for (t, &total) in totals.iter().enumerate().skip(60) {
+        assert!(total <= 4.0, "tick {t}: {total} ms");
+    }
+    let late = totals[300..].iter().sum::<f64>() / 300.0;
+    assert!(late > 0.7 * 4.0, "budget left unused: {late} ms");
+}
+
+/// Nearer cloths get at least as much work: with every cloth free to move (no dwell) and the
+/// same cost, the rungs never get better as the priority falls.
+#[test]
+fn higher_priority_never_gets_less_work() {
+    let budget = ClothBudget {
+        frame_ms: 3.0,
+        min_dwell_s: 0.0,
+        ..Default::default()
+    };
+    let mut s = LodScheduler::new(budget).unwrap();
+    let ids: Vec<LodId> = (0..40).map(|_| s.insert(0, 777)).collect();
+    let scale = vec![0.01; 40];
+    run(&mut s, &ids, &scale, 120, 0, |_, k| 100.0 - k as f64);
+    let rungs: Vec<usize> = ids.iter().map(|&id| s.rung(id).unwrap()).collect();
+    assert!(rungs.windows(2).all(|w| w[0] <= w[1]), "{rungs:?}");
+    assert!(rungs[0] < rungs[39], "all on one rung: {rungs:?}");
+}
+
+/// No flicker: with priorities that jitter every tick (a crowd milling about the camera), no
+/// cloth changes rung twice within `min_dwell_s` (1 s) over 20 s.
+#[test]
+fn no_cloth_changes_rung_twice_within_the_dwell() {
+    let mut s = LodScheduler::new(ClothBudget {
+        frame_ms: 4.0,
+        ..Default::default()
+    })
+    .unwrap();
+    let ids: Vec<LodId> = (0..64).map(|_| s.insert(0, 777)).collect();
+    let scale = vec![0.012; 64];
+    let mut last_change = vec![f64::NEG_INFINITY; 64];
+    let mut rungs: Vec<usize> = ids.iter().map(|&id| s.rung(id).unwrap()).collect();
+    let mut seed = 5;
+    for t in 0..1200 {
+        let jitter: Vec<f64> = (0..64).map(|_| unit(&mut seed)).collect();
+        run(&mut s, &ids, &scale, 1, t, |_, k| {
+            -(k as f64) + 8.0 * jitter[k]
+        });
+        let now = t as f64 / 60.0;
+        for (k, &id) in ids.iter().enumerate() {
+            let r = s.rung(id).unwrap();
+            if r != rungs[k] {
+                assert!(
+                    now - last_change[k] >= 1.0 - 1e-9,
+                    "cloth {k} changed at {now} s and at {} s",
+                    last_change[k]
+                );
+                last_change[k] = now;
+                rungs[k] = r;
+            }
+        }
+    }
+    assert!(s.changes() > 0);
+}
+
+/// The budget wins over the dwell: when every cloth's true cost doubles (a slower platform, a
+/// heavier scene), the plan is back within the budget a few ticks later (as soon as the
+/// estimates have learned it), without waiting out the dwell.
+#[test]
+fn a_cost_surge_steps_cloths_down_within_the_dwell() {
+    let mut s = LodScheduler::new(ClothBudget {
+        frame_ms: 4.0,
+        min_dwell_s: 5.0,
+        ..Default::default()
+    })
+    .unwrap();
+    let ids: Vec<LodId> = (0..64).map(|_| s.insert(0, 777)).collect();
+    run(&mut s, &ids, &vec![0.01; 64], 600, 0, |_, k| -(k as f64));
+    let totals = run(&mut s, &ids, &vec![0.02; 64], 60, 600, |_, k| -(k as f64));
+    assert!(totals[0] > 4.0, "the surge shows: {}", totals[0]);
+    for (t, &total) in totals.iter().enumerate().skip(20) {
+        assert!(total <= 4.0 * 1.02, "tick {t} after the surge: {total} ms");
+    }
+}
+
+/// A cloth of a class already measured starts from its class's estimates: a new cape's
+/// estimate at every rung is the running mean the others learned (to rounding), and one of a
+/// new class is scaled from the prior by its work.
+#[test]
+fn a_new_cloth_takes_its_classes_estimates() {
+    let mut s = LodScheduler::new(ClothBudget::default()).unwrap();
+    let a = s.insert(0, 777);
+    for r in 0..6 {
+        s.record(a, r, 0.5 * (6 - r) as f64);
+    }
+    let b = s.insert(0, 777);
+    for r in 0..6 {
+        assert_eq!(s.estimate(b, r), s.estimate(a, r));
+    }
+    let c = s.insert(1, 1000);
+    let work = s.budget().ladder[1].work();
+    let e = s.estimate(c, 1).unwrap();
+    assert!((e - 1e-4 * 1000.0 * work).abs() < 1e-12, "{e}");
+    // Measured at one rung, the others scale by work.
+    s.record(c, 1, 2.0);
+    let e2 = s.estimate(c, 2).unwrap();
+    let ratio = s.budget().ladder[2].work() / work;
+    assert!((e2 - 2.0 * ratio).abs() < 1e-9, "{e2}");
+}
+
+/// Churn keeps memory flat: 10,000 cloths inserted and removed, never more than 64 at once,
+/// use at most 64 slots (ids are reused).
+#[test]
+fn removed_cloths_free_their_slots() {
+    let mut s = LodScheduler::new(ClothBudget::default()).unwrap();
+    let mut live: Vec<LodId> = (0..64).map(|_| s.insert(0, 777)).collect();
+    for t in 0..10_000 {
+        let out = live.remove(t % live.len());
+        s.remove(out);
+        live.push(s.insert((t % 3) as u32, 777));
+        assert!(live.iter().all(|id| id.0 < 64), "slot {:?}", live.last());
+    }
+    assert_eq!(s.len(), 64);
+}
+
+/// Bad budgets are typed errors naming the field; a RON budget fills the rest from defaults.
+#[test]
+fn bad_budgets_are_refused() {
+    let bad = [
+        (
+            "frame_ms",
+            ClothBudget {
+                frame_ms: 0.0,
+                ..Default::default()
+            },
+        ),
+        (
+            "fill",
+            ClothBudget {
+                fill: 1.5,
+                ..Default::default()
+            },
+        ),
+        (
+            "ladder",
+            ClothBudget {
+                ladder: vec![],
+                ..Default::default()
+            },
+        ),
+        (
+            "iterations",
+            ClothBudget {
+                ladder: vec![Rung::Simulate {
+                    substeps: 1,
+                    iterations: 0,
+                    method: isocloth::SolverMethod::LocalGlobal,
+                }],
+                ..Default::default()
+            },
+        ),
+        (
+            "min_dwell_s",
+            ClothBudget {
+                min_dwell_s: f64::NAN,
+                ..Default::default()
+            },
+        ),
+    ];
+    for (name, b) in bad {
+        let e = LodScheduler::new(b).unwrap_err().to_string();
+        assert!(e.contains(name), "{name}: {e}");
+    }
+    let b = ClothBudget::from_ron("(frame_ms: 4.0, min_dwell_s: 0.5)").unwrap();
+    assert_eq!((b.frame_ms, b.min_dwell_s), (4.0, 0.5));
+    assert_eq!(b.ladder, ClothBudget::default().ladder);
+    assert!(ClothBudget::from_ron("(frame_ms: -1.0)").is_err());
+}
