@@ -207,10 +207,136 @@ impl Cloth {
         {
             self.model = self.model.with_settings(settings)?;
             self.contact_response.clear();
+            // BDF2's history is one step back: another step length restarts it from the
+            // current velocities (see `Cloth::set_model`).
+            self.state.has_history = false;
         }
         self.settings = settings;
         self.wake();
         Ok(())
+    }
+
+    /// Switches to `model`, a variant of this cloth's model factored for other settings (the
+    /// same mesh, material and pins: [`ClothModel::with_settings`] of it, built once and shared
+    /// by every cloth of that model, as [`crate::lod::LodModels`] does), and runs with
+    /// `settings` (its substep length, integrator and method must be the model's; iterations,
+    /// gravity and catch-up may differ). No refactorisation. Positions and velocities carry
+    /// over; where the substep length changes, BDF2 restarts from the current velocities (a
+    /// history one old step back would throw the cloth). Refused: another mesh, material or
+    /// pin set, or settings the model was not factored for.
+    pub fn set_model(
+        &mut self,
+        model: Arc<ClothModel>,
+        settings: SolverSettings,
+    ) -> Result<(), ClothError> {
+        settings.validate()?;
+        let same_cloth = Arc::ptr_eq(&model.mesh, &self.model.mesh)
+            && model.material == self.model.material
+            && model.pins == self.model.pins;
+        if !same_cloth {
+            return Err(ClothError::InvalidSetting {
+                name: "model",
+                reason: "not a variant of this cloth's model (mesh, material or pins differ)"
+                    .into(),
+            });
+        }
+        let m = &model.settings;
+        if settings.substep() != m.substep()
+            || settings.integrator != m.integrator
+            || settings.method != m.method
+            || precision_for(&settings) != precision_for(m)
+        {
+            return Err(ClothError::InvalidSetting {
+                name: "settings",
+                reason: "the model was factored for another substep, integrator or method".into(),
+            });
+        }
+        if !Arc::ptr_eq(&model, &self.model) {
+            if model.settings.substep() != self.model.settings.substep() {
+                self.state.has_history = false;
+            }
+            self.model = model;
+            self.contact_response.clear();
+        }
+        self.settings = settings;
+        Ok(())
+    }
+
+    /// A tick without simulation in which the cloth follows its skinned pose: each free node
+    /// moves as its skin point moved over the frame ([`Cloth::set_skin_targets`]: from the last
+    /// frame's target to this one's) and then the fraction `blend` (in [0, 1]) of the way left
+    /// to it, but no faster than `max_speed` (m/s); pinned nodes go to their pin targets; the
+    /// velocities become that motion over `dt` seconds. So a cloth stepping down from
+    /// simulation keeps moving with its character and eases onto the skinned pose (its offset
+    /// shrinking by `blend` a tick, at most `max_speed * dt`) instead of jumping there, and a
+    /// cloth simulated again starts moving as it was shown. For far, cheap cloths
+    /// ([`crate::lod::Rung::FollowSkin`]). Without skin targets the free nodes stay where they
+    /// are. Refused: `dt` or `max_speed` not positive and finite, `blend` outside [0, 1].
+    pub fn follow_skin(&mut self, dt: f64, blend: f64, max_speed: f64) -> Result<(), ClothError> {
+        crate::error::positive("dt", dt)?;
+        crate::error::positive("max_speed", max_speed)?;
+        let max_step = max_speed * dt;
+        if !(0.0..=1.0).contains(&blend) {
+            return Err(ClothError::InvalidSetting {
+                name: "blend",
+                reason: format!("must be in [0, 1], got {blend}"),
+            });
+        }
+        let st = &mut self.state;
+        std::mem::swap(&mut st.prev_positions, &mut st.positions);
+        st.positions.copy_from_slice(&st.prev_positions);
+        if self.skin.target.len() == st.positions.len() {
+            for ((x, t), s0) in st
+                .positions
+                .iter_mut()
+                .zip(&self.skin.target)
+                .zip(&self.skin.start)
+            {
+                let carried = *x + (*t - *s0);
+                let close = blend * (*t - carried);
+                *x = carried + close.clamp_length_max(max_step);
+            }
+        }
+        for (k, &p) in self.model.pins.iter().enumerate() {
+            st.positions[p as usize] = self.pin_target[k];
+        }
+        std::mem::swap(&mut st.prev_velocities, &mut st.velocities);
+        for ((v, x), x0) in st
+            .velocities
+            .iter_mut()
+            .zip(&st.positions)
+            .zip(&st.prev_positions)
+        {
+            *v = (*x - *x0) / dt;
+        }
+        // The history is this tick's motion, not a simulated step of the model's length.
+        st.has_history = false;
+        self.skip_frame();
+        Ok(())
+    }
+
+    /// A tick without simulation (a cloth asleep by level of detail, [`crate::lod::Rung::Sleep`]):
+    /// the nodes stay where they are, at rest, and this frame's pin and skin targets count as
+    /// reached, so that the next simulated frame starts from them instead of sweeping the pins
+    /// over every frame missed. Contact forces are forgotten (the bodies moved on).
+    pub fn hold(&mut self) {
+        let st = &mut self.state;
+        st.velocities.fill(DVec3::ZERO);
+        st.prev_velocities.fill(DVec3::ZERO);
+        st.prev_positions.copy_from_slice(&st.positions);
+        st.has_history = false;
+        self.skip_frame();
+    }
+
+    /// A frame passed without simulation: pin and skin targets reached, contact forces and
+    /// the accumulated time dropped.
+    fn skip_frame(&mut self) {
+        self.pin_start.copy_from_slice(&self.pin_target);
+        if self.skin.moving() {
+            self.skin.finish_frame();
+        }
+        self.contact_forces.clear();
+        self.accumulator = 0.0;
     }
 
     /// Pins a different node set (a refactorisation). Pins keep the nodes' current positions as

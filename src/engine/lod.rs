@@ -32,10 +32,14 @@
 //! Nothing here allocates per tick once the cloths are in: slots, estimates and the sort order
 //! are kept.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
+use crate::cloth::{Cloth, StepReport};
+use crate::collision::ColliderSet;
 use crate::error::{ClothError, non_negative, positive};
-use crate::model::{SolverMethod, SolverSettings};
+use crate::model::{ClothModel, SolverMethod, SolverSettings};
 
 /// One rung of a level-of-detail ladder, from the most work to the least.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -63,7 +67,10 @@ pub enum Rung {
     /// Not simulated: the nodes ease to the skinned pose ([`crate::Cloth::follow_skin`]); a
     /// cloth without skin targets holds still, as asleep.
     FollowSkin,
-    /// Not simulated: the cloth stays where it is.
+    /// Not simulated: the cloth stays where it is, at rest ([`Cloth::hold`]). For cloths out
+    /// of sight or on nothing that moves (a banner far away): an attached cloth left behind by
+    /// a walking character jumps to it when it wakes, so crowds of walkers end their ladder at
+    /// [`Rung::FollowSkin`].
     Sleep,
 }
 
@@ -554,4 +561,145 @@ impl LodScheduler {
 /// The priority of slot `k` (0 for an empty one).
 fn priority(slots: &[Option<Slot>], k: u32) -> f64 {
     slots[k as usize].as_ref().map_or(0.0, |s| s.priority)
+}
+
+/// How far a cloth following its skin closes its offset from the skinned pose each tick
+/// ([`Rung::FollowSkin`], [`Cloth::follow_skin`]): a tenth (the offset at 5 % after 30 ticks),
+/// at most [`FOLLOW_SPEED`].
+pub const FOLLOW_BLEND: f64 = 0.1;
+
+/// The fastest a cloth following its skin closes its offset from the skinned pose (m/s): a
+/// running cape, streaming up to a metre from the skinned pose, drops onto it over about a
+/// second instead of at 6 m/s.
+pub const FOLLOW_SPEED: f64 = 1.0;
+
+/// The models of a ladder for one cloth model: per simulating rung, the model factored for its
+/// substep length (rungs of one step length share one factor, the base model's own where it
+/// matches), built once and shared by every cloth of that model, so that a cloth changes rung
+/// without a refactorisation ([`Cloth::set_model`]).
+#[derive(Debug, Clone)]
+pub struct LodModels {
+    base: Arc<ClothModel>,
+    ladder: Vec<Rung>,
+    /// Per rung: its model and settings (`None`: the rung does not simulate).
+    rungs: Vec<Option<(Arc<ClothModel>, SolverSettings)>>,
+}
+
+impl LodModels {
+    /// The models of `ladder` for cloths of `base`, at ticks of `timestep` seconds (a
+    /// half-rate rung steps twice that), with `base`'s gravity, integrator and catch-up.
+    /// Factors once per distinct substep length and method.
+    pub fn new(base: &Arc<ClothModel>, ladder: &[Rung], timestep: f64) -> Result<Self, ClothError> {
+        positive("timestep", timestep)?;
+        let mut rungs: Vec<Option<(Arc<ClothModel>, SolverSettings)>> = Vec::new();
+        for rung in ladder {
+            let Some(settings) = rung.settings(base.settings(), timestep) else {
+                rungs.push(None);
+                continue;
+            };
+            settings.validate()?;
+            let factored_for = |m: &ClothModel| {
+                let f = m.settings();
+                f.substep() == settings.substep()
+                    && f.method == settings.method
+                    && f.integrator == settings.integrator
+            };
+            let shared = rungs
+                .iter()
+                .flatten()
+                .map(|(m, _)| m)
+                .chain(std::iter::once(base))
+                .find(|m| factored_for(m))
+                .cloned();
+            let model = match shared {
+                Some(m) => m,
+                None => base.with_settings(settings)?,
+            };
+            rungs.push(Some((model, settings)));
+        }
+        Ok(Self {
+            base: base.clone(),
+            ladder: ladder.to_vec(),
+            rungs,
+        })
+    }
+
+    /// The model the ladder was built for.
+    pub fn base(&self) -> &Arc<ClothModel> {
+        &self.base
+    }
+
+    /// Distinct factored models held (the base's own included where a rung uses it).
+    pub fn factors(&self) -> usize {
+        let mut seen: Vec<*const ClothModel> = Vec::new();
+        for (m, _) in self.rungs.iter().flatten() {
+            if !seen.contains(&Arc::as_ptr(m)) {
+                seen.push(Arc::as_ptr(m));
+            }
+        }
+        seen.len()
+    }
+
+    /// Runs one tick of `dt` seconds of `cloth` (a cloth of the base model) at `rung` of the
+    /// ladder, against `colliders`. `behind` is how many ticks the cloth's state is behind
+    /// (1 after a tick that advanced it; the caller keeps it: reset to 1 when
+    /// [`LodTick::advanced`], else one more): every rung advances it that many ticks, and a
+    /// half-rate rung advances only when two are owed, by one step of two ticks, so that a
+    /// cloth entering it from a full-rate rung waits a tick instead of running ahead. A
+    /// simulating rung switches the cloth to its model first ([`Cloth::set_model`], no
+    /// refactorisation; more than one tick owed runs as catch-up substeps); following the skin
+    /// is [`Cloth::follow_skin`] by [`FOLLOW_BLEND`] and [`FOLLOW_SPEED`]; sleeping is
+    /// [`Cloth::hold`].
+    pub fn tick(
+        &self,
+        cloth: &mut Cloth,
+        rung: usize,
+        behind: u32,
+        dt: f64,
+        colliders: &ColliderSet,
+    ) -> Result<LodTick, ClothError> {
+        let Some(entry) = self.rungs.get(rung) else {
+            return Err(ClothError::InvalidSetting {
+                name: "rung",
+                reason: format!("{rung} is past the ladder's {} rungs", self.rungs.len()),
+            });
+        };
+        let behind = behind.max(1);
+        let elapsed = f64::from(behind) * dt;
+        let advanced = |report| LodTick {
+            advanced: true,
+            report,
+        };
+        match entry {
+            Some((model, settings)) => {
+                let half = settings.frame_time > dt * 1.5;
+                if half && behind < 2 {
+                    return Ok(LodTick::default());
+                }
+                let s = SolverSettings {
+                    gravity: cloth.settings().gravity,
+                    ..*settings
+                };
+                cloth.set_model(model.clone(), s)?;
+                let run = if half { s.frame_time } else { elapsed };
+                cloth.step_with(run, colliders).map(|r| advanced(Some(r)))
+            }
+            None if self.ladder[rung] == Rung::FollowSkin => cloth
+                .follow_skin(elapsed, FOLLOW_BLEND, FOLLOW_SPEED)
+                .map(|_| advanced(None)),
+            None => {
+                cloth.hold();
+                Ok(advanced(None))
+            }
+        }
+    }
+}
+
+/// What [`LodModels::tick`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LodTick {
+    /// Whether the cloth's state advanced to this tick (not a half-rate rung's waiting tick).
+    pub advanced: bool,
+    /// The step's report where it simulated.
+    pub report: Option<StepReport>,
 }
