@@ -354,3 +354,69 @@ fn a_despawned_bone_collider_leaves_the_set() {
     schedule.run(&mut world);
     assert_eq!(live(&world), 1);
 }
+
+/// With a `ClothLod` resource the cloths share one budget by distance to the viewer: twelve
+/// capes of one model in a row 1 to 12 m from it (each costing more than the budget allows
+/// for all at any simulated rung) get rungs that never improve with distance once the costs
+/// are learned (2 s; no dwell, so every cape is free to move), the plan's estimate stays
+/// within the budget, one far cape with a
+/// `LodPriority` above everyone's moves to the best rung any cape has, and despawned capes
+/// leave the scheduler. One model is one class (one set of factors).
+#[test]
+fn level_of_detail_shares_one_budget_by_distance() {
+    use isocloth::ecs::{ClothLod, LodPriority};
+    use isocloth::lod::ClothBudget;
+    let (mut world, mut schedule) = world_and_schedule();
+    let budget = ClothBudget {
+        frame_ms: 0.3,
+        min_dwell_s: 0.0,
+        ..Default::default()
+    };
+    world.insert_resource(ClothLod::new(budget).unwrap());
+    let template = cape();
+    let capes: Vec<Entity> = (0..12)
+        .map(|k| {
+            let mut cloth = Cloth::new(template.model().clone());
+            cloth
+                .teleport(&Pose::from_translation(DVec3::new(
+                    0.0,
+                    0.0,
+                    1.0 + k as f64,
+                )))
+                .unwrap();
+            world.spawn(ClothSim::new(cloth)).id()
+        })
+        .collect();
+    for _ in 0..120 {
+        schedule.run(&mut world);
+    }
+    let lod = world.resource::<ClothLod>();
+    let rungs: Vec<usize> = capes.iter().map(|&e| lod.rung_of(e).unwrap()).collect();
+    assert!(rungs.windows(2).all(|w| w[0] <= w[1]), "{rungs:?}");
+    assert!(rungs[0] < rungs[11], "one rung for all: {rungs:?}");
+    assert!(
+        lod.scheduler.planned_ms() <= 0.3 * 0.9 + 1e-12 || rungs.iter().all(|&r| r == 5),
+        "plan {} ms",
+        lod.scheduler.planned_ms()
+    );
+    assert_eq!(lod.classes(), 1);
+    for e in &capes {
+        assert!(world.get::<ClothSim>(*e).unwrap().last_error.is_none());
+    }
+    world.entity_mut(capes[11]).insert(LodPriority(10.0));
+    for _ in 0..60 {
+        schedule.run(&mut world);
+    }
+    let lod = world.resource::<ClothLod>();
+    let best = capes[..11]
+        .iter()
+        .map(|&e| lod.rung_of(e).unwrap())
+        .min()
+        .unwrap();
+    assert!(lod.rung_of(capes[11]).unwrap() <= best);
+    for &e in &capes[..6] {
+        world.despawn(e);
+    }
+    schedule.run(&mut world);
+    assert_eq!(world.resource::<ClothLod>().scheduler.len(), 6);
+}

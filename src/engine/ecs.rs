@@ -53,6 +53,7 @@ use crate::collision::{ColliderId, ColliderSet, ColliderShape, ContactSettings, 
 use crate::error::ClothError;
 use crate::limits::LimitSettings;
 use crate::load::{checked, count, positive, vector};
+use crate::lod::{ClothBudget, LodId, LodModels, LodScheduler};
 use crate::model::{SolverMethod, SolverSettings};
 use crate::self_contact::SelfCollisionSettings;
 
@@ -418,7 +419,7 @@ pub fn add_cloth_systems(schedule: &mut Schedule) {
             .chain(),
     );
     schedule.add_systems(
-        (gather_colliders, drive_attachments)
+        (gather_colliders, drive_attachments, plan_cloth_lod)
             .chain()
             .in_set(ClothSystems::S1GatherPoses),
     );
@@ -544,22 +545,13 @@ pub fn drive_attachments(
     }
 }
 
-/// Applies `config` to `cloth` where it differs (a different substep length refactors).
-fn configure(cloth: &mut Cloth, config: &ClothConfig) -> Result<(), ClothError> {
-    let settings = config.budget.settings(config.timestep, config.gravity)?;
-    let current = cloth.settings();
-    if settings.substeps != current.substeps
-        || settings.iterations != current.iterations
-        || settings.method != current.method
-        || settings.frame_time != current.frame_time
-        || settings.gravity != current.gravity
-    {
-        let s = SolverSettings {
-            integrator: current.integrator,
-            catch_up_frames: current.catch_up_frames,
-            ..settings
-        };
-        cloth.set_settings(s)?;
+/// Applies `config` to `cloth` where it differs (a different substep length refactors). With
+/// `budget` false the budget, timestep and gravity are left to the level of detail ([`ClothLod`]).
+fn configure(cloth: &mut Cloth, config: &ClothConfig, budget: bool) -> Result<(), ClothError> {
+    if budget {
+        configure_budget(cloth, config)?;
+    } else if cloth.settings().gravity != config.gravity {
+        cloth.set_gravity(config.gravity)?;
     }
     if cloth.contact_settings() != &config.contact {
         cloth.set_contact_settings(config.contact)?;
@@ -576,28 +568,251 @@ fn configure(cloth: &mut Cloth, config: &ClothConfig) -> Result<(), ClothError> 
     Ok(())
 }
 
-/// S2: steps every cloth one tick against the gathered colliders, cloths in parallel.
+/// The budget, timestep and gravity of `config` on `cloth`.
+fn configure_budget(cloth: &mut Cloth, config: &ClothConfig) -> Result<(), ClothError> {
+    let settings = config.budget.settings(config.timestep, config.gravity)?;
+    let current = cloth.settings();
+    if settings.substeps != current.substeps
+        || settings.iterations != current.iterations
+        || settings.method != current.method
+        || settings.frame_time != current.frame_time
+        || settings.gravity != current.gravity
+    {
+        let s = SolverSettings {
+            integrator: current.integrator,
+            catch_up_frames: current.catch_up_frames,
+            ..settings
+        };
+        cloth.set_settings(s)?;
+    }
+    Ok(())
+}
+
+/// S2: steps every cloth one tick against the gathered colliders, cloths in parallel. With a
+/// [`ClothLod`] resource, each cloth runs at the rung its plan gave it
+/// ([`LodModels::tick`]), its time measured and recorded for the scheduler's estimates.
 pub fn step_cloths(
-    mut cloths: Query<(&mut ClothSim, Option<&ClothConfigOverride>)>,
+    mut cloths: Query<(Entity, &mut ClothSim, Option<&ClothConfigOverride>)>,
     config: Res<ClothConfig>,
     colliders: Res<ClothColliders>,
+    lod: Option<ResMut<ClothLod>>,
 ) {
     let config = &*config;
     let set = &colliders.set;
     let mut all: Vec<_> = cloths.iter_mut().collect();
-    all.par_iter_mut().for_each(|(sim, over)| {
-        let cfg = over.map_or(config, |o| &o.0);
-        let sim = &mut **sim;
-        let result =
-            configure(&mut sim.cloth, cfg).and_then(|_| sim.cloth.step_with(cfg.timestep, set));
-        match result {
-            Ok(report) => {
-                sim.last_step = report;
-                sim.last_error = None;
+    let Some(mut lod) = lod else {
+        all.par_iter_mut().for_each(|(_, sim, over)| {
+            let cfg = over.map_or(config, |o| &o.0);
+            let sim = &mut **sim;
+            let result = configure(&mut sim.cloth, cfg, true)
+                .and_then(|_| sim.cloth.step_with(cfg.timestep, set));
+            finish_step(sim, result.map(Some));
+        });
+        return;
+    };
+    let shared = &*lod;
+    let timings: Vec<(Entity, f64, bool)> = all
+        .par_iter_mut()
+        .map(|(entity, sim, over)| {
+            let cfg = over.map_or(config, |o| &o.0);
+            let sim = &mut **sim;
+            let Some(t) = shared.tracked.get(entity) else {
+                return (*entity, 0.0, true);
+            };
+            let rung = shared.scheduler.rung(t.id).unwrap_or(0);
+            let start = std::time::Instant::now();
+            let result = configure(&mut sim.cloth, cfg, false).and_then(|_| {
+                shared.models[t.class as usize].tick(
+                    &mut sim.cloth,
+                    rung,
+                    t.behind,
+                    cfg.timestep,
+                    set,
+                )
+            });
+            let ms = start.elapsed().as_secs_f64() * 1e3;
+            let advanced = result.as_ref().map_or(true, |r| r.advanced);
+            finish_step(sim, result.map(|r| r.report));
+            (*entity, ms, advanced)
+        })
+        .collect();
+    lod.record_tick(&timings);
+}
+
+/// Keeps a step's outcome on its [`ClothSim`] (a tick that did not simulate keeps the last
+/// report).
+fn finish_step(sim: &mut ClothSim, result: Result<Option<StepReport>, ClothError>) {
+    match result {
+        Ok(report) => {
+            if let Some(r) = report {
+                sim.last_step = r;
             }
-            Err(e) => sim.last_error = Some(e),
+            sim.last_error = None;
         }
-    });
+        Err(e) => sim.last_error = Some(e),
+    }
+}
+
+/// Level of detail for every cloth (a [`Resource`]: insert one to turn it on): one frame budget
+/// for all cloths, each given a rung of the budget's ladder every tick by its priority (see
+/// [`crate::lod`] for the rules and their defaults). [`plan_cloth_lod`] (in
+/// [`ClothSystems::S1GatherPoses`]) tracks the cloth entities and plans;
+/// [`step_cloths`] runs each at its rung and feeds the measured times back. A cloth's priority
+/// is minus its centre of mass's distance from [`ClothLod::viewer`] (the camera; the game
+/// sets it each tick, the Bevy plugin from its viewer entity), or its [`LodPriority`].
+/// Cloths of one model share their rungs' factors and their cost estimates. The config's
+/// budget is not used while this resource is present (the rungs set it).
+#[derive(Resource, Debug)]
+pub struct ClothLod {
+    /// The scheduler (its budget, rungs and estimates).
+    pub scheduler: LodScheduler,
+    /// Where priorities are measured from (world, metres).
+    pub viewer: DVec3,
+    /// Per class (cloth model): the ladder's models.
+    models: Vec<LodModels>,
+    tracked: HashMap<Entity, Tracked>,
+    /// Entities seen by the last plan (sorted).
+    seen: Vec<Entity>,
+    ticks: u64,
+    last_total_ms: f64,
+}
+
+/// A cloth entity in [`ClothLod`].
+#[derive(Debug, Clone, Copy)]
+struct Tracked {
+    id: LodId,
+    class: u32,
+    /// Ticks its state is behind (see [`LodModels::tick`]).
+    behind: u32,
+}
+
+/// Overrides a cloth entity's level-of-detail priority (higher is more important; the default
+/// is minus its distance from [`ClothLod::viewer`]).
+#[derive(Component, Debug, Clone, Copy, PartialEq)]
+pub struct LodPriority(pub f64);
+
+impl ClothLod {
+    /// Level of detail within `budget` (validated), the viewer at the origin.
+    pub fn new(budget: ClothBudget) -> Result<Self, ClothError> {
+        Ok(Self {
+            scheduler: LodScheduler::new(budget)?,
+            viewer: DVec3::ZERO,
+            models: Vec::new(),
+            tracked: HashMap::new(),
+            seen: Vec::new(),
+            ticks: 0,
+            last_total_ms: 0.0,
+        })
+    }
+
+    /// The rung (index into the budget's ladder) a cloth entity runs at this tick.
+    pub fn rung_of(&self, entity: Entity) -> Option<usize> {
+        self.tracked
+            .get(&entity)
+            .and_then(|t| self.scheduler.rung(t.id))
+    }
+
+    /// The summed step time of every cloth in the last tick (ms), as measured.
+    pub fn last_total_ms(&self) -> f64 {
+        self.last_total_ms
+    }
+
+    /// Cloth models seen (each with its ladder's factors).
+    pub fn classes(&self) -> usize {
+        self.models.len()
+    }
+
+    /// Tracks `entity`'s cloth (a new one joins its model's class, or starts one with the
+    /// ladder's models built from it), sets its priority.
+    fn track(
+        &mut self,
+        entity: Entity,
+        cloth: &Cloth,
+        priority: f64,
+        timestep: f64,
+    ) -> Result<(), ClothError> {
+        let id = match self.tracked.get(&entity) {
+            Some(t) => t.id,
+            None => {
+                let model = cloth.model();
+                let class = match self.models.iter().position(|m| m.holds(model)) {
+                    Some(c) => c,
+                    None => {
+                        let ladder = self.scheduler.budget().ladder.clone();
+                        self.models.push(LodModels::new(model, &ladder, timestep)?);
+                        self.models.len() - 1
+                    }
+                } as u32;
+                let nodes = cloth.positions().len() as u32;
+                let id = self.scheduler.insert(class, nodes);
+                self.tracked.insert(
+                    entity,
+                    Tracked {
+                        id,
+                        class,
+                        behind: 1,
+                    },
+                );
+                id
+            }
+        };
+        self.seen.push(entity);
+        self.scheduler.set_priority(id, priority);
+        Ok(())
+    }
+
+    /// Ends the tracking of a plan: cloths not seen leave the scheduler; then plans.
+    fn plan(&mut self, timestep: f64) {
+        self.seen.sort_unstable();
+        let (seen, scheduler) = (&self.seen, &mut self.scheduler);
+        self.tracked.retain(|e, t| {
+            let keep = seen.binary_search(e).is_ok();
+            if !keep {
+                scheduler.remove(t.id);
+            }
+            keep
+        });
+        self.scheduler.plan(self.ticks as f64 * timestep);
+        self.seen.clear();
+    }
+
+    /// Takes in a tick's measured times (entity, ms, whether its state advanced).
+    fn record_tick(&mut self, timings: &[(Entity, f64, bool)]) {
+        let mut total = 0.0;
+        for &(entity, ms, advanced) in timings {
+            if let Some(t) = self.tracked.get_mut(&entity) {
+                if let Some(rung) = self.scheduler.rung(t.id) {
+                    self.scheduler.record(t.id, rung, ms);
+                }
+                t.behind = if advanced { 1 } else { t.behind + 1 };
+            }
+            total += ms;
+        }
+        self.last_total_ms = total;
+        self.ticks += 1;
+    }
+}
+
+/// S1 (with a [`ClothLod`] resource): tracks every cloth entity (new ones join, despawned ones
+/// leave), sets priorities ([`LodPriority`], else minus the distance from the viewer) and plans
+/// this tick's rungs. A cloth whose ladder cannot be built gets the error on its
+/// [`ClothSim::last_error`].
+pub fn plan_cloth_lod(
+    mut cloths: Query<(Entity, &mut ClothSim, Option<&LodPriority>)>,
+    config: Res<ClothConfig>,
+    lod: Option<ResMut<ClothLod>>,
+) {
+    let Some(mut lod) = lod else {
+        return;
+    };
+    let viewer = lod.viewer;
+    for (entity, mut sim, priority) in &mut cloths {
+        let p = priority.map_or_else(|| -sim.cloth.center_of_mass().distance(viewer), |p| p.0);
+        if let Err(e) = lod.track(entity, &sim.cloth, p, config.timestep) {
+            sim.last_error = Some(e);
+        }
+    }
+    lod.plan(config.timestep);
 }
 
 /// S3: writes render positions, normals and (once) indices.

@@ -24,7 +24,8 @@
 //! 2. **Plan.** A cloth that changed rung less than [`ClothBudget::min_dwell_s`] ago keeps it
 //!    (no flicker); its estimate is spent first. The others, by priority (then by id), each
 //!    take the most work whose estimate fits what is left of [`ClothBudget::fill`] times the
-//!    budget, after keeping back what the rest need at their cheapest rung. A cloth moves up
+//!    budget, after keeping back what the rest need at their cheapest rung, and no more work
+//!    than the one before them took (so work never grows as priority falls). A cloth moves up
 //!    only if the better rung fits with [`ClothBudget::upgrade_margin`] to spare.
 //! 3. **Budget wins.** If the kept rungs alone overrun the budget, the lowest-priority kept
 //!    cloths step down (one rung at a time) until it fits, dwell or not.
@@ -480,6 +481,8 @@ impl LodScheduler {
                 .then(a.cmp(b))
         });
         let margin = 1.0 + self.budget.upgrade_margin;
+        // No free cloth gets more work than one of higher priority got.
+        let mut best = 0;
         for o in 0..self.order.len() {
             let k = self.order[o] as usize;
             let Some(s) = self.slots[k].as_ref() else {
@@ -488,7 +491,7 @@ impl LodScheduler {
             reserve -= self.estimate_slot(s, cheapest);
             let left = total - spent - reserve.max(0.0);
             let mut pick = cheapest;
-            for r in 0..=cheapest {
+            for r in best..=cheapest {
                 let cost = self.estimate_slot(s, r);
                 let need = if r < s.rung { cost * margin } else { cost };
                 if need <= left {
@@ -497,6 +500,7 @@ impl LodScheduler {
                 }
             }
             spent += self.estimate_slot(s, pick);
+            best = pick;
             self.move_to(k, pick, now_s);
         }
         // Budget wins: kept cloths step down, lowest priority first, until the plan fits.
@@ -627,6 +631,17 @@ impl LodModels {
     /// The model the ladder was built for.
     pub fn base(&self) -> &Arc<ClothModel> {
         &self.base
+    }
+
+    /// Whether `model` is the base model or one of the rungs' (a cloth of this ladder, on
+    /// whichever rung it last ran).
+    pub fn holds(&self, model: &Arc<ClothModel>) -> bool {
+        Arc::ptr_eq(model, &self.base)
+            || self
+                .rungs
+                .iter()
+                .flatten()
+                .any(|(m, _)| Arc::ptr_eq(m, model))
     }
 
     /// Distinct factored models held (the base's own included where a rung uses it).
