@@ -205,11 +205,14 @@ impl Cloth {
             || settings.method != m.method
             || precision_for(&settings) != precision_for(m)
         {
+            let new_step = settings.substep() != m.substep();
             self.model = self.model.with_settings(settings)?;
             self.contact_response.clear();
             // BDF2's history is one step back: another step length restarts it from the
             // current velocities (see `Cloth::set_model`).
-            self.state.has_history = false;
+            if new_step {
+                self.state.has_history = false;
+            }
         }
         self.settings = settings;
         self.wake();
@@ -265,10 +268,11 @@ impl Cloth {
     /// A tick without simulation in which the cloth follows its skinned pose: each free node
     /// moves as its skin point moved over the frame ([`Cloth::set_skin_targets`]: from the last
     /// frame's target to this one's) and then the fraction `blend` (in [0, 1]) of the way left
-    /// to it, but no faster than `max_speed` (m/s); pinned nodes go to their pin targets; the
-    /// velocities become that motion over `dt` seconds. So a cloth stepping down from
-    /// simulation keeps moving with its character and eases onto the skinned pose (its offset
-    /// shrinking by `blend` a tick, at most `max_speed * dt`) instead of jumping there, and a
+    /// to it, the same fraction for every node, less where the farthest node would close faster
+    /// than `max_speed` (m/s); pinned nodes go to their pin targets; the velocities become that
+    /// motion over `dt` seconds. So a cloth stepping down from simulation keeps moving with its
+    /// character and eases onto the skinned pose as one piece (its offset shrinking by `blend`
+    /// a tick, at most `max_speed * dt` at any node) instead of jumping there, and a
     /// cloth simulated again starts moving as it was shown. For far, cheap cloths
     /// ([`crate::lod::Rung::FollowSkin`]). Without skin targets the free nodes stay where they
     /// are. Refused: `dt` or `max_speed` not positive and finite, `blend` outside [0, 1].
@@ -286,15 +290,26 @@ impl Cloth {
         std::mem::swap(&mut st.prev_positions, &mut st.positions);
         st.positions.copy_from_slice(&st.prev_positions);
         if self.skin.target.len() == st.positions.len() {
+            // Carried with the skin, then every node closes the same fraction of its offset
+            // (so the cloth eases as one piece, not node by node): `blend`, or less where the
+            // farthest node would move faster than `max_speed`.
+            let mut farthest = 0.0f64;
             for ((x, t), s0) in st
                 .positions
                 .iter_mut()
                 .zip(&self.skin.target)
                 .zip(&self.skin.start)
             {
-                let carried = *x + (*t - *s0);
-                let close = blend * (*t - carried);
-                *x = carried + close.clamp_length_max(max_step);
+                *x += *t - *s0;
+                farthest = farthest.max(x.distance(*t));
+            }
+            let fraction = if farthest * blend > max_step {
+                max_step / farthest
+            } else {
+                blend
+            };
+            for (x, t) in st.positions.iter_mut().zip(&self.skin.target) {
+                *x += fraction * (*t - *x);
             }
         }
         for (k, &p) in self.model.pins.iter().enumerate() {

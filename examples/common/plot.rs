@@ -172,7 +172,68 @@ pub fn log_log_panels(stem: &Path, panels: &[Panel]) -> Result<(), Box<dyn std::
         }
         root.present()?;
     }
-    std::fs::write(stem.with_extension("svg"), &svg)?;
+    rasterise(stem, &svg)
+}
+
+/// Draws one panel on linear axes (a time series: x from 0) into `<stem>.svg` and
+/// `<stem>.png`; `target` is drawn as a horizontal line.
+#[allow(dead_code)]
+pub fn linear_panel(stem: &Path, panel: &Panel) -> Result<(), Box<dyn std::error::Error>> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (900, 420)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let points = panel.series.iter().flat_map(|s| s.points.iter());
+        let x1 = points.clone().map(|p| p.0).fold(0.0, f64::max).max(1e-9);
+        let y1 = points
+            .map(|p| p.1)
+            .chain(panel.target.iter().map(|t| t.0))
+            .fold(0.0, f64::max)
+            * 1.15;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(&panel.title, ("sans-serif", 20))
+            .margin(14)
+            .x_label_area_size(40)
+            .y_label_area_size(64)
+            .build_cartesian_2d(0.0..x1, 0.0..y1.max(1e-9))?;
+        chart
+            .configure_mesh()
+            .x_desc(panel.x_label.as_str())
+            .y_desc(panel.y_label.as_str())
+            .label_style(("sans-serif", 13))
+            .light_line_style(TRANSPARENT)
+            .draw()?;
+        for (k, s) in panel.series.iter().enumerate() {
+            let colour = COLOURS[k % COLOURS.len()];
+            chart
+                .draw_series(LineSeries::new(s.points.clone(), colour.stroke_width(1)))?
+                .label(s.label.as_str())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2))
+                });
+        }
+        if let Some((y, label)) = &panel.target {
+            let style = RED.mix(0.8).stroke_width(2);
+            chart
+                .draw_series(LineSeries::new(vec![(0.0, *y), (x1, *y)], style))?
+                .label(label.as_str())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .label_font(("sans-serif", 13))
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()?;
+        root.present()?;
+    }
+    rasterise(stem, &svg)
+}
+
+/// Writes `svg` to `<stem>.svg` and rasterised to `<stem>.png`.
+fn rasterise(stem: &Path, svg: &str) -> Result<(), Box<dyn std::error::Error>> {
+    std::fs::write(stem.with_extension("svg"), svg)?;
     let mut options = resvg::usvg::Options::default();
     options.fontdb_mut().load_system_fonts();
     // plotters asks for "sans-serif"; point it at a sans face the system has.
@@ -195,7 +256,7 @@ pub fn log_log_panels(stem: &Path, panels: &[Panel]) -> Result<(), Box<dyn std::
     if let Some(family) = family {
         options.fontdb_mut().set_sans_serif_family(family);
     }
-    let tree = resvg::usvg::Tree::from_str(&svg, &options)?;
+    let tree = resvg::usvg::Tree::from_str(svg, &options)?;
     let size = tree.size().to_int_size();
     let mut pixmap =
         resvg::tiny_skia::Pixmap::new(size.width(), size.height()).ok_or("empty plot")?;

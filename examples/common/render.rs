@@ -107,6 +107,14 @@ pub fn render(
     render_with_skin(cam, positions, indices, None, bodies, style, width, height)
 }
 
+/// One cloth to draw: render positions, triangle indices and, if given, one colour for both
+/// sides (the lining darker) instead of the cape's red and gold.
+pub struct ClothDraw<'a> {
+    pub positions: &'a [Vec3],
+    pub indices: &'a [u32],
+    pub tint: Option<(f64, f64, f64)>,
+}
+
 /// [`render`] with a skinned body mesh (positions and triangle indices), drawn in grey and
 /// depth-sorted with the cloth.
 #[allow(clippy::too_many_arguments, dead_code)]
@@ -114,6 +122,25 @@ pub fn render_with_skin(
     cam: &Camera,
     positions: &[Vec3],
     indices: &[u32],
+    skin: Option<(&[Vec3], &[u32])>,
+    bodies: &[(ColliderShape, Pose)],
+    style: &Style,
+    width: u32,
+    height: u32,
+) -> Pixmap {
+    let cloth = ClothDraw {
+        positions,
+        indices,
+        tint: None,
+    };
+    render_cloths(cam, &[cloth], skin, bodies, style, width, height)
+}
+
+/// [`render_with_skin`] with any number of cloths, each with its own colour if it has one.
+#[allow(clippy::too_many_arguments, dead_code)]
+pub fn render_cloths(
+    cam: &Camera,
+    cloths: &[ClothDraw<'_>],
     skin: Option<(&[Vec3], &[u32])>,
     bodies: &[(ColliderShape, Pose)],
     style: &Style,
@@ -205,27 +232,34 @@ pub fn render_with_skin(
             ));
         }
     }
-    for t in indices.chunks_exact(3) {
-        let [a, b, c] = [t[0], t[1], t[2]].map(|i| positions[i as usize].as_dvec3());
-        let n = (b - a).cross(c - a).normalize_or(DVec3::Y);
-        let (Some(p), Some(q), Some(r)) = (cam.project(a), cam.project(b), cam.project(c)) else {
-            continue;
-        };
-        let lit = 0.35 + 0.65 * n.dot(light).abs();
-        // One side red, the other gold (for the cape, the mesh's normals point at the wearer's
-        // back: the side seen from behind them is the red outside, the other the lining).
-        let centroid = (a + b + c) / 3.0;
-        let outside = n.dot(cam.eye - centroid) < 0.0;
-        let (cr, cg, cb) = if outside {
-            (190.0, 40.0, 45.0)
-        } else {
-            (200.0, 160.0, 60.0)
-        };
-        let color = Color::from_rgba8((cr * lit) as u8, (cg * lit) as u8, (cb * lit) as u8, 255);
-        shapes.push((
-            (p.2 + q.2 + r.2) / 3.0,
-            Shape::Triangle([(p.0, p.1), (q.0, q.1), (r.0, r.1)], color),
-        ));
+    for cloth in cloths {
+        let positions = cloth.positions;
+        for t in cloth.indices.chunks_exact(3) {
+            let [a, b, c] = [t[0], t[1], t[2]].map(|i| positions[i as usize].as_dvec3());
+            let n = (b - a).cross(c - a).normalize_or(DVec3::Y);
+            let (Some(p), Some(q), Some(r)) = (cam.project(a), cam.project(b), cam.project(c))
+            else {
+                continue;
+            };
+            let lit = 0.35 + 0.65 * n.dot(light).abs();
+            // One side red, the other gold (for the cape, the mesh's normals point at the
+            // wearer's back: the side seen from behind them is the red outside, the other the
+            // lining).
+            let centroid = (a + b + c) / 3.0;
+            let outside = n.dot(cam.eye - centroid) < 0.0;
+            let (cr, cg, cb) = match (cloth.tint, outside) {
+                (Some(t), true) => t,
+                (Some((r, g, b)), false) => (0.7 * r, 0.7 * g, 0.7 * b),
+                (None, true) => (190.0, 40.0, 45.0),
+                (None, false) => (200.0, 160.0, 60.0),
+            };
+            let color =
+                Color::from_rgba8((cr * lit) as u8, (cg * lit) as u8, (cb * lit) as u8, 255);
+            shapes.push((
+                (p.2 + q.2 + r.2) / 3.0,
+                Shape::Triangle([(p.0, p.1), (q.0, q.1), (r.0, r.1)], color),
+            ));
+        }
     }
     if let Some((skin_positions, skin_indices)) = skin {
         for t in skin_indices.chunks_exact(3) {

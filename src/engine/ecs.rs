@@ -53,7 +53,7 @@ use crate::collision::{ColliderId, ColliderSet, ColliderShape, ContactSettings, 
 use crate::error::ClothError;
 use crate::limits::LimitSettings;
 use crate::load::{checked, count, positive, vector};
-use crate::lod::{ClothBudget, LodId, LodModels, LodScheduler};
+use crate::lod::{ClothBudget, LodId, LodModels, LodScheduler, Rung};
 use crate::model::{SolverMethod, SolverSettings};
 use crate::self_contact::SelfCollisionSettings;
 
@@ -611,6 +611,7 @@ pub fn step_cloths(
         return;
     };
     let shared = &*lod;
+    let wall = std::time::Instant::now();
     let timings: Vec<(Entity, f64, bool)> = all
         .par_iter_mut()
         .map(|(entity, sim, over)| {
@@ -622,10 +623,11 @@ pub fn step_cloths(
             let rung = shared.scheduler.rung(t.id).unwrap_or(0);
             let start = std::time::Instant::now();
             let result = configure(&mut sim.cloth, cfg, false).and_then(|_| {
+                let turn = (shared.ticks + u64::from(t.turn)).is_multiple_of(2);
                 shared.models[t.class as usize].tick(
                     &mut sim.cloth,
                     rung,
-                    t.behind,
+                    (t.behind, turn),
                     cfg.timestep,
                     set,
                 )
@@ -636,7 +638,8 @@ pub fn step_cloths(
             (*entity, ms, advanced)
         })
         .collect();
-    lod.record_tick(&timings);
+    let wall_ms = wall.elapsed().as_secs_f64() * 1e3;
+    lod.record_tick(&timings, wall_ms);
 }
 
 /// Keeps a step's outcome on its [`ClothSim`] (a tick that did not simulate keeps the last
@@ -675,6 +678,7 @@ pub struct ClothLod {
     seen: Vec<Entity>,
     ticks: u64,
     last_total_ms: f64,
+    last_wall_ms: f64,
 }
 
 /// A cloth entity in [`ClothLod`].
@@ -684,6 +688,9 @@ struct Tracked {
     class: u32,
     /// Ticks its state is behind (see [`LodModels::tick`]).
     behind: u32,
+    /// Its half-rate phase: the plan alternates the half-rate cloths (in id order) between
+    /// even and odd ticks, so that each tick steps half of them.
+    turn: u32,
 }
 
 /// Overrides a cloth entity's level-of-detail priority (higher is more important; the default
@@ -702,6 +709,7 @@ impl ClothLod {
             seen: Vec::new(),
             ticks: 0,
             last_total_ms: 0.0,
+            last_wall_ms: 0.0,
         })
     }
 
@@ -715,6 +723,12 @@ impl ClothLod {
     /// The summed step time of every cloth in the last tick (ms), as measured.
     pub fn last_total_ms(&self) -> f64 {
         self.last_total_ms
+    }
+
+    /// The wall-clock time of the last tick's cloth stepping (ms; cloths in parallel): the
+    /// figure [`ClothBudget::frame_ms`] bounds.
+    pub fn last_wall_ms(&self) -> f64 {
+        self.last_wall_ms
     }
 
     /// Cloth models seen (each with its ladder's factors).
@@ -751,6 +765,7 @@ impl ClothLod {
                         id,
                         class,
                         behind: 1,
+                        turn: 0,
                     },
                 );
                 id
@@ -774,10 +789,23 @@ impl ClothLod {
         });
         self.scheduler.plan(self.ticks as f64 * timestep);
         self.seen.clear();
+        // Half of the half-rate cloths step on each tick.
+        let mut half = 0u32;
+        let mut by_id: Vec<&mut Tracked> = self.tracked.values_mut().collect();
+        by_id.sort_unstable_by_key(|t| t.id);
+        for t in by_id {
+            let rung = self.scheduler.rung(t.id).unwrap_or(0);
+            if matches!(self.scheduler.budget().ladder[rung], Rung::HalfRate { .. }) {
+                t.turn = half % 2;
+                half += 1;
+            }
+        }
     }
 
-    /// Takes in a tick's measured times (entity, ms, whether its state advanced).
-    fn record_tick(&mut self, timings: &[(Entity, f64, bool)]) {
+    /// Takes in a tick's measured times (entity, ms, whether its state advanced) and the
+    /// stepping's wall-clock time.
+    fn record_tick(&mut self, timings: &[(Entity, f64, bool)], wall_ms: f64) {
+        self.last_wall_ms = wall_ms;
         let mut total = 0.0;
         for &(entity, ms, advanced) in timings {
             if let Some(t) = self.tracked.get_mut(&entity) {

@@ -22,17 +22,22 @@
 //!    has not run takes its class's estimate, else any measured rung's scaled by the rungs'
 //!    work ([`Rung::work`]), else a prior per node and iteration.
 //! 2. **Plan.** A cloth that changed rung less than [`ClothBudget::min_dwell_s`] ago keeps it
-//!    (no flicker); its estimate is spent first. The others, by priority (then by id), each
-//!    take the most work whose estimate fits what is left of [`ClothBudget::fill`] times the
-//!    budget, after keeping back what the rest need at their cheapest rung, and no more work
-//!    than the one before them took (so work never grows as priority falls). A cloth moves up
-//!    only if the better rung fits with [`ClothBudget::upgrade_margin`] to spare.
-//! 3. **Budget wins.** If the kept rungs alone overrun the budget, the lowest-priority kept
-//!    cloths step down (one rung at a time) until it fits, dwell or not.
+//!    (no flicker); its estimate is spent first. The others start on the cheapest rung and
+//!    are upgraded one rung at a time, best value per estimated millisecond first, while the
+//!    plan fits [`ClothBudget::fill`] of the budget: a rung's value is `ln(1 + work)` (the first
+//!    iterations buy the most; [`Rung::work`]) weighted by `1 / rank` in priority order (then
+//!    id), so the nearest cloths get the most, but the next ones get a simulated rung before
+//!    the nearest gets the most expensive. No cloth gets more work than one of higher
+//!    priority. A cloth moves above the rung it runs at only if that fits with
+//!    [`ClothBudget::upgrade_margin`] to spare.
+//! 3. **Budget wins.** If the plan overruns the budget itself (the kept rungs' estimates
+//!    alone: costs grew), the lowest-priority cloths step down (one rung at a time) until it
+//!    fits the planned fill again, dwell or not.
 //!
 //! Nothing here allocates per tick once the cloths are in: slots, estimates and the sort order
 //! are kept.
 
+use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -65,8 +70,10 @@ pub enum Rung {
         /// Solver.
         method: SolverMethod,
     },
-    /// Not simulated: the nodes ease to the skinned pose ([`crate::Cloth::follow_skin`]); a
-    /// cloth without skin targets holds still, as asleep.
+    /// Not simulated: each node moves as its skinned position moves
+    /// ([`crate::Cloth::follow_skin`] with [`FOLLOW_BLEND`]), so the cloth keeps its last
+    /// simulated shape on the moving character; a cloth without skin targets holds still, as
+    /// asleep.
     FollowSkin,
     /// Not simulated: the cloth stays where it is, at rest ([`Cloth::hold`]). For cloths out
     /// of sight or on nothing that moves (a banner far away): an attached cloth left behind by
@@ -137,8 +144,13 @@ impl Rung {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ClothBudget {
-    /// Milliseconds of cloth time a frame, all cloths together. Default 2.
+    /// Milliseconds of cloth time a frame, all cloths together: wall-clock time while they
+    /// step on [`ClothBudget::parallelism`] cores. Default 2.
     pub frame_ms: f64,
+    /// How many cores the cloths step on at once (the `ecs` layer steps them in parallel with
+    /// rayon): the plan fills `frame_ms * parallelism` of summed per-cloth cost, each cloth's
+    /// cost being measured while the others run beside it. At least 1; default 1.
+    pub parallelism: f64,
     /// Rungs from the most work to the least. Default: desktop (4 x 10 L-BFGS), console (2 x 5
     /// L-BFGS), mobile (1 x 5 local-global), mobile at half rate, follow the skin, sleep.
     pub ladder: Vec<Rung>,
@@ -163,6 +175,7 @@ impl Default for ClothBudget {
         let lbfgs = SolverMethod::Lbfgs { history: 5 };
         Self {
             frame_ms: 2.0,
+            parallelism: 1.0,
             ladder: vec![
                 Rung::Simulate {
                     substeps: 4,
@@ -197,10 +210,17 @@ impl Default for ClothBudget {
 }
 
 impl ClothBudget {
-    /// Checks every field: a positive finite budget and prior, a non-empty ladder of valid
-    /// rungs (at most 64), a non-negative dwell and margin, a fill and learning rate in (0, 1].
+    /// Checks every field: a positive finite budget and prior, a parallelism in [1, 1024], a
+    /// non-empty ladder of valid rungs (at most 64), a non-negative dwell and margin, a fill and
+    /// learning rate in (0, 1].
     pub fn validate(&self) -> Result<(), ClothError> {
         positive("frame_ms", self.frame_ms)?;
+        if !(1.0..=1024.0).contains(&self.parallelism) {
+            return Err(ClothError::InvalidSetting {
+                name: "parallelism",
+                reason: format!("must be in [1, 1024], got {}", self.parallelism),
+            });
+        }
         positive(
             "prior_ms_per_node_iteration",
             self.prior_ms_per_node_iteration,
@@ -293,7 +313,12 @@ pub struct LodScheduler {
     slots: Vec<Option<Slot>>,
     free: Vec<u32>,
     classes: Vec<Estimates>,
+    /// Scratch of a plan: the free cloths in priority order, their planned rungs, which wait
+    /// on the cloth before them, and the queued upgrades.
     order: Vec<u32>,
+    pick: Vec<usize>,
+    blocked: Vec<bool>,
+    heap: BinaryHeap<Upgrade>,
     changes: u64,
     planned_ms: f64,
 }
@@ -308,6 +333,9 @@ impl LodScheduler {
             free: Vec::new(),
             classes: Vec::new(),
             order: Vec::new(),
+            pick: Vec::new(),
+            blocked: Vec::new(),
+            heap: BinaryHeap::new(),
             changes: 0,
             planned_ms: 0.0,
         })
@@ -459,18 +487,18 @@ impl LodScheduler {
     pub fn plan(&mut self, now_s: f64) -> f64 {
         let b = &self.budget;
         let cheapest = b.ladder.len() - 1;
-        let total = b.fill * b.frame_ms;
+        let capacity = b.frame_ms * b.parallelism;
+        let total = b.fill * capacity;
         let dwell = b.min_dwell_s;
-        // Kept cloths are spent first; the others go by priority.
+        // Kept cloths are spent first; the others start on the cheapest rung.
         let mut spent = 0.0;
-        let mut reserve = 0.0;
         self.order.clear();
         for (k, s) in self.slots.iter().enumerate() {
             let Some(s) = s else { continue };
             if now_s - s.since < dwell {
                 spent += self.estimate_slot(s, s.rung);
             } else {
-                reserve += self.estimate_slot(s, cheapest);
+                spent += self.estimate_slot(s, cheapest);
                 self.order.push(k as u32);
             }
         }
@@ -480,31 +508,50 @@ impl LodScheduler {
                 .total_cmp(&priority(slots, *a))
                 .then(a.cmp(b))
         });
+        // Then upgrades, one rung at a time, the best value for its cost first.
+        let free = self.order.len();
+        self.pick.clear();
+        self.pick.resize(free, cheapest);
+        self.blocked.clear();
+        self.blocked.resize(free, false);
+        self.heap.clear();
+        for o in 0..free {
+            self.push_upgrade(o);
+        }
         let margin = 1.0 + self.budget.upgrade_margin;
-        // No free cloth gets more work than one of higher priority got.
-        let mut best = 0;
-        for o in 0..self.order.len() {
-            let k = self.order[o] as usize;
-            let Some(s) = self.slots[k].as_ref() else {
+        while let Some(u) = self.heap.pop() {
+            let o = u.order as usize;
+            let to = u.to as usize;
+            if self.pick[o] != to + 1 {
+                continue; // stale
+            }
+            let Some(s) = self.slots[self.order[o] as usize].as_ref() else {
                 continue;
             };
-            reserve -= self.estimate_slot(s, cheapest);
-            let left = total - spent - reserve.max(0.0);
-            let mut pick = cheapest;
-            for r in best..=cheapest {
-                let cost = self.estimate_slot(s, r);
-                let need = if r < s.rung { cost * margin } else { cost };
-                if need <= left {
-                    pick = r;
-                    break;
-                }
+            let (now, next) = (
+                self.estimate_slot(s, self.pick[o]),
+                self.estimate_slot(s, to),
+            );
+            // Above the rung it runs at, the better rung must fit with the margin to spare.
+            let need = if to < s.rung { next * margin } else { next } - now;
+            if spent + need > total {
+                continue;
             }
-            spent += self.estimate_slot(s, pick);
-            best = pick;
-            self.move_to(k, pick, now_s);
+            spent += next - now;
+            self.pick[o] = to;
+            self.push_upgrade(o);
+            if o + 1 < free && self.blocked[o + 1] {
+                self.blocked[o + 1] = false;
+                self.push_upgrade(o + 1);
+            }
         }
-        // Budget wins: kept cloths step down, lowest priority first, until the plan fits.
-        if spent > self.budget.frame_ms * self.budget.fill {
+        for o in 0..free {
+            let k = self.order[o] as usize;
+            self.move_to(k, self.pick[o], now_s);
+        }
+        // Budget wins: when the kept rungs alone overrun the budget itself (not only the
+        // planned fill), kept cloths step down, lowest priority first, until the plan fits.
+        if spent > capacity {
             self.order.clear();
             self.order.extend(
                 self.slots
@@ -542,6 +589,39 @@ impl LodScheduler {
         spent
     }
 
+    /// Queues the next upgrade of the free cloth at `o` (in priority order), or marks it
+    /// blocked while the cloth before it has less work than the upgrade would give. Its score
+    /// is the value gained, weighted by the cloth's rank, per millisecond: value is
+    /// `ln(1 + work)` (the first iterations buy the most), the rank weight `1 / (o + 1)`.
+    fn push_upgrade(&mut self, o: usize) {
+        let from = self.pick[o];
+        if from == 0 {
+            return;
+        }
+        let to = from - 1;
+        if o > 0 && self.pick[o - 1] > to {
+            self.blocked[o] = true;
+            return;
+        }
+        let Some(s) = self.slots[self.order[o] as usize].as_ref() else {
+            return;
+        };
+        let ladder = &self.budget.ladder;
+        let value = |r: usize| (1.0 + ladder[r].work()).ln();
+        let gain = (value(to) - value(from)) / (o as f64 + 1.0);
+        let cost = self.estimate_slot(s, to) - self.estimate_slot(s, from);
+        let score = if cost > 0.0 {
+            gain / cost
+        } else {
+            f64::INFINITY
+        };
+        self.heap.push(Upgrade {
+            score,
+            order: o as u32,
+            to: to as u32,
+        });
+    }
+
     fn move_to(&mut self, k: usize, rung: usize, now_s: f64) {
         if let Some(s) = self.slots[k].as_mut()
             && s.rung != rung
@@ -568,13 +648,15 @@ fn priority(slots: &[Option<Slot>], k: u32) -> f64 {
 }
 
 /// How far a cloth following its skin closes its offset from the skinned pose each tick
-/// ([`Rung::FollowSkin`], [`Cloth::follow_skin`]): a tenth (the offset at 5 % after 30 ticks),
-/// at most [`FOLLOW_SPEED`].
-pub const FOLLOW_BLEND: f64 = 0.1;
+/// ([`Rung::FollowSkin`], [`Cloth::follow_skin`]): none. The cloth is carried by its skin's
+/// motion and keeps its shape: measured on the demo cape running down the ladder and back
+/// (`tests/lod.rs`), closing even 2 % a tick (at most 1 m/s) moved the cape into a blend of
+/// its simulated and skinned poses, strained, which the solve snapped back by 23 cm in the
+/// first tick of simulation; carried without closing it resumes without a jump.
+pub const FOLLOW_BLEND: f64 = 0.0;
 
-/// The fastest a cloth following its skin closes its offset from the skinned pose (m/s): a
-/// running cape, streaming up to a metre from the skinned pose, drops onto it over about a
-/// second instead of at 6 m/s.
+/// The fastest a cloth following its skin may close its offset from the skinned pose (m/s),
+/// where [`FOLLOW_BLEND`] closes it at all.
 pub const FOLLOW_SPEED: f64 = 1.0;
 
 /// The models of a ladder for one cloth model: per simulating rung, the model factored for its
@@ -658,18 +740,20 @@ impl LodModels {
     /// Runs one tick of `dt` seconds of `cloth` (a cloth of the base model) at `rung` of the
     /// ladder, against `colliders`. `behind` is how many ticks the cloth's state is behind
     /// (1 after a tick that advanced it; the caller keeps it: reset to 1 when
-    /// [`LodTick::advanced`], else one more): every rung advances it that many ticks, and a
-    /// half-rate rung advances only when two are owed, by one step of two ticks, so that a
-    /// cloth entering it from a full-rate rung waits a tick instead of running ahead. A
+    /// [`LodTick::advanced`], else one more): every rung advances it that many ticks. A
+    /// half-rate rung runs only on the ticks that are its `turn` (every other one, the caller
+    /// alternating cloths so that half of them step on each tick): its cloth's accumulated time
+    /// then runs as whole steps of two ticks ([`Cloth::step_with`]; a cloth entering on the
+    /// wrong tick keeps the odd tick for later, lagging its character by one tick). A
     /// simulating rung switches the cloth to its model first ([`Cloth::set_model`], no
-    /// refactorisation; more than one tick owed runs as catch-up substeps); following the skin
-    /// is [`Cloth::follow_skin`] by [`FOLLOW_BLEND`] and [`FOLLOW_SPEED`]; sleeping is
+    /// refactorisation; time owed runs as catch-up substeps); following the skin is
+    /// [`Cloth::follow_skin`] by [`FOLLOW_BLEND`] and [`FOLLOW_SPEED`]; sleeping is
     /// [`Cloth::hold`].
     pub fn tick(
         &self,
         cloth: &mut Cloth,
         rung: usize,
-        behind: u32,
+        (behind, turn): (u32, bool),
         dt: f64,
         colliders: &ColliderSet,
     ) -> Result<LodTick, ClothError> {
@@ -688,7 +772,7 @@ impl LodModels {
         match entry {
             Some((model, settings)) => {
                 let half = settings.frame_time > dt * 1.5;
-                if half && behind < 2 {
+                if half && !turn {
                     return Ok(LodTick::default());
                 }
                 let s = SolverSettings {
@@ -696,8 +780,9 @@ impl LodModels {
                     ..*settings
                 };
                 cloth.set_model(model.clone(), s)?;
-                let run = if half { s.frame_time } else { elapsed };
-                cloth.step_with(run, colliders).map(|r| advanced(Some(r)))
+                cloth
+                    .step_with(elapsed, colliders)
+                    .map(|r| advanced(Some(r)))
             }
             None if self.ladder[rung] == Rung::FollowSkin => cloth
                 .follow_skin(elapsed, FOLLOW_BLEND, FOLLOW_SPEED)
@@ -717,4 +802,35 @@ pub struct LodTick {
     pub advanced: bool,
     /// The step's report where it simulated.
     pub report: Option<StepReport>,
+}
+
+/// A queued upgrade of a plan: the free cloth at `order` to rung `to`, by `score`.
+#[derive(Debug, Clone, Copy)]
+struct Upgrade {
+    score: f64,
+    order: u32,
+    to: u32,
+}
+
+impl PartialEq for Upgrade {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other).is_eq()
+    }
+}
+
+impl Eq for Upgrade {}
+
+impl PartialOrd for Upgrade {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Upgrade {
+    /// Higher score first; on a tie the cloth of higher priority (lower order).
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.score
+            .total_cmp(&other.score)
+            .then(other.order.cmp(&self.order))
+    }
 }

@@ -1,0 +1,496 @@
+//! A crowd: 64 caped characters walk across a plaza past a camera, all their cloth within one
+//! frame budget shared by level of detail (about 40 s).
+//!
+//! ```sh
+//! cargo run --release --example crowd -- [--budget MS] [--seconds S] [--characters N]
+//!     [--every N]
+//! ```
+//!
+//! Every character is the procedural walker of `isocloth::rig` with the demo cape (777 nodes,
+//! all capes sharing one `ClothModel`), stepped through the bevy_ecs layer with a `ClothLod`
+//! resource: a 4 ms cloth budget (summed step time of every cape a frame) on two threads, the
+//! ladder console (2 x 5 L-BFGS), mobile (1 x 5 local-global), mobile at half rate, follow the
+//! skin (no sleep: a walker's cape left behind would jump when it woke). Priorities are the
+//! capes' distance to the camera. The crowd walks toward the camera; every second the
+//! character nearest it leaves and a new one arrives at the plaza's far end (its cape a new
+//! `Cloth` of the shared model, draped as the template settled).
+//!
+//! Prints, every `--every` frames (default 1: every frame), the summed cloth time, each rung's
+//! count and the max strain of the eight capes nearest the camera; writes the plaza from the
+//! camera with capes tinted by rung (`target/isocloth/crowd.png`: green console, blue mobile,
+//! orange half rate, grey follow-skin) and the cloth time against the budget over the run
+//! (`target/isocloth/crowd_time.png`); ends with one JSON line: `frame_ms_p50`,
+//! `frame_ms_p99` (summed cloth time a frame, after the first second), `budget_ms`,
+//! `near_max_strain`, `near_nodes_inside_body` (checked every tenth frame against each
+//! character's own bodies), `rung_changes`, `min_change_interval_s` (the shortest time
+//! between two rung changes of one cape), `memory_bytes_start` (resident memory after 10 s),
+//! `memory_bytes_end`.
+
+#[path = "common/plot.rs"]
+#[allow(dead_code)]
+mod plot;
+#[path = "common/render.rs"]
+#[allow(dead_code)]
+mod render;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use bevy_ecs::prelude::*;
+use glam::{DQuat, DVec3, Vec3};
+use isocloth::ecs::{
+    BonePose, ClothAttachments, ClothConfig, ClothLod, ClothRenderMesh, ClothSim,
+    add_cloth_systems, init_cloth_resources, spawn_character_bones,
+};
+use isocloth::lod::{ClothBudget, Rung};
+use isocloth::rig::{self, Animation, CharacterRig};
+use isocloth::{Cloth, ColliderSet, ColliderShape, Pose, SolverMethod};
+use serde_json::json;
+
+const DT: f64 = 1.0 / 60.0;
+/// Where characters arrive (x, the plaza's far end), where the crowd ends (x) and the half
+/// width of the plaza (z).
+const START_X: f64 = 18.0;
+const END_X: f64 = -12.0;
+const HALF_WIDTH: f64 = 8.0;
+/// The camera: at the plaza's near end, looking along it.
+const EYE: DVec3 = DVec3::new(-18.0, 2.2, 0.0);
+const NEAR: usize = 8;
+
+struct Args {
+    budget_ms: f64,
+    seconds: f64,
+    characters: usize,
+    every: usize,
+}
+
+fn args() -> Result<Args, String> {
+    let mut a = Args {
+        budget_ms: 4.0,
+        seconds: 60.0,
+        characters: 64,
+        every: 1,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let value = it
+            .next()
+            .and_then(|v| v.parse::<f64>().ok())
+            .filter(|v| v.is_finite() && *v > 0.0)
+            .ok_or(format!("{flag} takes a positive number"))?;
+        match flag.as_str() {
+            "--budget" => a.budget_ms = value,
+            "--seconds" => a.seconds = value,
+            "--characters" => a.characters = (value as usize).clamp(1, 1024),
+            "--every" => a.every = (value as usize).max(1),
+            other => {
+                return Err(format!(
+                    "unknown option {other:?} (--budget MS --seconds S --characters N --every N)"
+                ));
+            }
+        }
+    }
+    Ok(a)
+}
+
+/// One walker: its animation, bone entities, cape entity and its own bodies (for the
+/// `nodes_inside_body` check).
+struct Walker {
+    rig: CharacterRig,
+    bones: Vec<Entity>,
+    cape: Entity,
+    bodies: ColliderSet,
+    body_bones: Vec<(usize, Pose)>,
+}
+
+/// A walker at `position` heading along -x (toward the camera), with a cape of `template`'s
+/// model.
+fn spawn(
+    world: &mut World,
+    template: &Cloth,
+    position: DVec3,
+    walked: f64,
+) -> Result<Walker, Box<dyn std::error::Error>> {
+    let heading = -std::f64::consts::FRAC_PI_2;
+    let mut walker = CharacterRig::new(Animation::Walk, position, heading);
+    // Mid-stride, as if it had been walking (its first half second ramps up its speed).
+    walker.advance(walked);
+    let mut poses = Vec::new();
+    walker.poses(&mut poses);
+    // Every cape arrives draped as the template settled (a game spawns capes pre-draped).
+    let mut cloth = Cloth::new(template.model().clone());
+    cloth.set_positions(template.positions())?;
+    cloth.teleport(&Pose::new(
+        walker.position,
+        DQuat::from_rotation_y(walker.heading),
+    ))?;
+    let attachments = rig::demo_cape_attachments(&cloth, &poses)?;
+    let bones = spawn_character_bones(world, &poses);
+    let cape = world
+        .spawn((
+            ClothSim::new(cloth),
+            ClothAttachments::new(bones.clone(), attachments),
+            ClothRenderMesh::default(),
+        ))
+        .id();
+    let mut bodies = ColliderSet::new();
+    let mut body_bones = Vec::new();
+    for (b, pose) in poses.iter().enumerate() {
+        if let Some((shape, offset)) = CharacterRig::bone_collider(b) {
+            bodies.add(shape, pose.mul(&offset))?;
+            body_bones.push((b, offset));
+        }
+    }
+    Ok(Walker {
+        rig: walker,
+        bones,
+        cape,
+        bodies,
+        body_bones,
+    })
+}
+
+/// Lets the template cape hang from a standing character for two seconds, so that capes
+/// arrive draped instead of as the flat sheet they were cut from.
+fn settle(template: &mut Cloth) -> Result<(), Box<dyn std::error::Error>> {
+    let standing = CharacterRig::new(Animation::Idle, DVec3::ZERO, 0.0);
+    let mut poses = Vec::new();
+    standing.poses(&mut poses);
+    let mut bodies = ColliderSet::new();
+    for (b, pose) in poses.iter().enumerate() {
+        if let Some((shape, offset)) = CharacterRig::bone_collider(b) {
+            bodies.add(shape, pose.mul(&offset))?;
+        }
+    }
+    for _ in 0..120 {
+        template.step_with(DT, &bodies)?;
+    }
+    Ok(())
+}
+
+/// Resident memory of this process in bytes (Linux; 0 elsewhere).
+fn resident_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0, |pages| pages * 4096)
+}
+
+/// A small deterministic generator in [0, 1).
+fn unit(seed: &mut u64) -> f64 {
+    *seed = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (*seed >> 11) as f64 / (1u64 << 53) as f64
+}
+
+fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+}
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
+    let args = args()?;
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build_global()?;
+    let lbfgs = SolverMethod::Lbfgs { history: 5 };
+    let lg = SolverMethod::LocalGlobal;
+    let budget = ClothBudget {
+        frame_ms: args.budget_ms,
+        parallelism: 2.0,
+        ladder: vec![
+            Rung::Simulate {
+                substeps: 2,
+                iterations: 5,
+                method: lbfgs,
+            },
+            Rung::Simulate {
+                substeps: 1,
+                iterations: 5,
+                method: lg,
+            },
+            Rung::HalfRate {
+                substeps: 1,
+                iterations: 5,
+                method: lg,
+            },
+            Rung::FollowSkin,
+        ],
+        ..Default::default()
+    };
+    let rung_names = ["console", "mobile", "half", "skin"];
+    let tints = [
+        (60.0, 170.0, 80.0),
+        (60.0, 110.0, 200.0),
+        (230.0, 140.0, 40.0),
+        (150.0, 150.0, 150.0),
+    ];
+    let config = ClothConfig::default();
+    let mut template = rig::demo_cape(config.budget.settings(config.timestep, config.gravity)?)?;
+    settle(&mut template)?;
+    let mut world = World::new();
+    world.insert_resource(config);
+    init_cloth_resources(&mut world);
+    let mut lod = ClothLod::new(budget)?;
+    lod.viewer = EYE;
+    world.insert_resource(lod);
+    let mut schedule = Schedule::default();
+    add_cloth_systems(&mut schedule);
+
+    let mut seed = 7u64;
+    let mut walkers: Vec<Walker> = Vec::new();
+    for k in 0..args.characters {
+        // Spread along the plaza, as a crowd already under way.
+        let x = END_X + (START_X - END_X) * k as f64 / args.characters as f64;
+        let z = HALF_WIDTH * (2.0 * unit(&mut seed) - 1.0);
+        walkers.push(spawn(
+            &mut world,
+            &template,
+            DVec3::new(x, 0.0, z),
+            0.5 + unit(&mut seed),
+        )?);
+    }
+    println!(
+        "isocloth crowd: {} characters, {} ms cloth budget, 2 threads, {} s",
+        args.characters, args.budget_ms, args.seconds
+    );
+    println!(
+        "{:>6} {:>9} {:>8} {:>7} {:>7} {:>6} {:>14}",
+        "frame", "cloth ms", "console", "mobile", "half", "skin", "near max strain"
+    );
+    let frames = (args.seconds / DT).round() as usize;
+    let mut poses = Vec::new();
+    let mut totals = Vec::with_capacity(frames);
+    let mut summed = Vec::with_capacity(frames);
+    let mut near_max_strain = 0.0f64;
+    let mut near_inside = 0usize;
+    let mut last_rung: HashMap<Entity, (usize, f64)> = HashMap::new();
+    let mut min_interval = f64::INFINITY;
+    let (mut memory_start, mut arrivals) = (0u64, 0usize);
+    for frame in 0..frames {
+        let now = frame as f64 * DT;
+        // Churn: every second the one farthest along (nearest the camera) leaves and a new one
+        // arrives at the far end.
+        if frame > 0 && frame % 60 == 0 {
+            let (k, _) = walkers
+                .iter()
+                .enumerate()
+                .min_by(|a, b| a.1.rig.position.x.total_cmp(&b.1.rig.position.x))
+                .ok_or("no walkers")?;
+            let gone = walkers.swap_remove(k);
+            world.despawn(gone.cape);
+            for b in gone.bones {
+                world.despawn(b);
+            }
+            last_rung.remove(&gone.cape);
+            let z = HALF_WIDTH * (2.0 * unit(&mut seed) - 1.0);
+            walkers.push(spawn(
+                &mut world,
+                &template,
+                DVec3::new(START_X, 0.0, z),
+                0.5,
+            )?);
+            arrivals += 1;
+        }
+        let check = frame % 10 == 0;
+        for w in &mut walkers {
+            w.rig.advance(DT);
+            w.rig.poses(&mut poses);
+            for (b, &e) in w.bones.iter().enumerate() {
+                if let Some(mut p) = world.get_mut::<BonePose>(e) {
+                    p.0 = poses[b];
+                }
+            }
+            if check {
+                w.bodies.finish_frame();
+                for (id, &(b, offset)) in w.body_bones.iter().enumerate() {
+                    w.bodies.set_pose(id, poses[b].mul(&offset))?;
+                }
+            }
+        }
+        schedule.run(&mut world);
+        let lod = world.resource::<ClothLod>();
+        let total = lod.last_wall_ms();
+        totals.push(total);
+        summed.push(lod.last_total_ms());
+        let mut counts = [0usize; 4];
+        let mut by_distance: Vec<(f64, usize)> = Vec::with_capacity(walkers.len());
+        for (k, w) in walkers.iter().enumerate() {
+            let rung = lod.rung_of(w.cape).unwrap_or(3);
+            counts[rung.min(3)] += 1;
+            match last_rung.get(&w.cape) {
+                Some(&(r, at)) if r != rung => {
+                    min_interval = min_interval.min(now - at);
+                    last_rung.insert(w.cape, (rung, now));
+                }
+                None => {
+                    last_rung.insert(w.cape, (rung, f64::NEG_INFINITY));
+                }
+                _ => {}
+            }
+            let sim = world.get::<ClothSim>(w.cape).ok_or("cape missing")?;
+            by_distance.push((sim.cloth.center_of_mass().distance(EYE), k));
+        }
+        by_distance.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut near_strain = 0.0f64;
+        for &(_, k) in by_distance.iter().take(NEAR) {
+            let sim = world
+                .get::<ClothSim>(walkers[k].cape)
+                .ok_or("cape missing")?;
+            near_strain = near_strain.max(sim.cloth.measures().max_strain);
+            if check {
+                near_inside = near_inside.max(render_nodes_inside(
+                    &walkers[k].bodies,
+                    sim.cloth.positions(),
+                ));
+            }
+        }
+        // The first second settles the capes from their rest pose (and learns the costs).
+        if frame >= 60 {
+            near_max_strain = near_max_strain.max(near_strain);
+        }
+        if frame + 1 == 600 {
+            memory_start = resident_bytes();
+        }
+        if frame % args.every == 0 {
+            println!(
+                "{:>6} {:>9.3} {:>8} {:>7} {:>7} {:>6} {:>13.2}%",
+                frame,
+                total,
+                counts[0],
+                counts[1],
+                counts[2],
+                counts[3],
+                100.0 * near_strain
+            );
+        }
+    }
+    let memory_end = resident_bytes();
+    let lod = world.resource::<ClothLod>();
+    let rung_changes = lod.scheduler.changes();
+
+    // The plaza from the camera, capes tinted by rung.
+    let out = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/isocloth");
+    std::fs::create_dir_all(&out)?;
+    let (width, height) = (960u32, 540u32);
+    let cam = render::Camera::look_at(EYE, DVec3::new(0.0, 0.8, 0.0), 0.9, width, height);
+    let mut meshes: Vec<(Vec<Vec3>, Vec<u32>, usize)> = Vec::new();
+    let mut bodies: Vec<(ColliderShape, Pose)> = Vec::new();
+    for w in &walkers {
+        let mesh = world
+            .get::<ClothRenderMesh>(w.cape)
+            .ok_or("render mesh missing")?;
+        let rung = lod.rung_of(w.cape).unwrap_or(3).min(3);
+        meshes.push((mesh.positions.clone(), mesh.indices.clone(), rung));
+        w.rig.poses(&mut poses);
+        for &(b, offset) in &w.body_bones {
+            if let Some((shape, _)) = CharacterRig::bone_collider(b) {
+                bodies.push((shape, poses[b].mul(&offset)));
+            }
+        }
+    }
+    let draws: Vec<render::ClothDraw<'_>> = meshes
+        .iter()
+        .map(|(p, i, r)| render::ClothDraw {
+            positions: p,
+            indices: i,
+            tint: Some(tints[*r]),
+        })
+        .collect();
+    let style = render::Style {
+        ground: Some(render::Grid {
+            center: DVec3::new(0.0, 0.0, 0.0),
+            spacing: 1.0,
+            lines: 20,
+        }),
+        body_outlines: false,
+        far_body_depth: false,
+    };
+    let picture = render::render_cloths(&cam, &draws, None, &bodies, &style, width, height);
+    let picture_path = out.join("crowd.png");
+    picture.save_png(&picture_path)?;
+    let plot_path = out.join("crowd_time");
+    plot::linear_panel(
+        &plot_path,
+        &plot::Panel {
+            title: format!("{} capes: summed cloth time a frame", args.characters),
+            x_label: "time (s)".into(),
+            y_label: "cloth time (ms)".into(),
+            series: vec![plot::Series {
+                label: "cloth time".into(),
+                points: totals
+                    .iter()
+                    .enumerate()
+                    .map(|(f, &t)| (f as f64 * DT, t))
+                    .collect(),
+            }],
+            target: Some((args.budget_ms, format!("budget {} ms", args.budget_ms))),
+            v_line: None,
+            lines: true,
+            mark: None,
+        },
+    )?;
+
+    let mut settled: Vec<f64> = totals.iter().skip(60).copied().collect();
+    settled.sort_by(f64::total_cmp);
+    let (p50, p99) = (percentile(&settled, 0.5), percentile(&settled, 0.99));
+    println!();
+    println!("{:<30} {:>12}", "figure", "value");
+    println!("{:<30} {:>12.3}", "cloth ms p50", p50);
+    println!("{:<30} {:>12.3}", "cloth ms p99", p99);
+    println!("{:<30} {:>12.3}", "budget ms", args.budget_ms);
+    println!(
+        "{:<30} {:>11.2}%",
+        "near max strain",
+        100.0 * near_max_strain
+    );
+    println!("{:<30} {:>12}", "near nodes inside a body", near_inside);
+    println!("{:<30} {:>12}", "rung changes", rung_changes);
+    println!("{:<30} {:>12.3}", "min change interval (s)", min_interval);
+    println!("{:<30} {:>12}", "arrivals", arrivals);
+    println!("{:<30} {:>12}", "memory after 10 s (bytes)", memory_start);
+    println!("{:<30} {:>12}", "memory at the end (bytes)", memory_end);
+    println!("picture: {}", picture_path.display());
+    println!("plot: {}", plot_path.with_extension("png").display());
+    println!(
+        "{}",
+        json!({
+            "example": "crowd",
+            "characters": args.characters,
+            "seconds": args.seconds,
+            "budget_ms": args.budget_ms,
+            "frame_ms_p50": p50,
+            "frame_ms_p99": p99,
+            "near_max_strain": near_max_strain,
+            "near_nodes_inside_body": near_inside,
+            "rung_changes": rung_changes,
+            "min_change_interval_s": if min_interval.is_finite() { min_interval } else { -1.0 },
+            "rungs": rung_names,
+            "memory_bytes_start": memory_start,
+            "memory_bytes_end": memory_end,
+            "picture": picture_path.display().to_string(),
+            "plot": plot_path.with_extension("png").display().to_string(),
+        })
+    );
+    Ok(())
+}
+
+/// How many of `points` are inside one of `bodies` (the `nodes_inside_body` figure).
+fn render_nodes_inside(bodies: &ColliderSet, points: &[DVec3]) -> usize {
+    points
+        .iter()
+        .filter(|&&p| {
+            (0..bodies.len()).any(|id| bodies.signed_distance(id, p).is_some_and(|d| d < 0.0))
+        })
+        .count()
+}
