@@ -31,8 +31,8 @@
 //!    priority. A cloth moves above the rung it runs at only if that fits with
 //!    [`ClothBudget::upgrade_margin`] to spare.
 //! 3. **Budget wins.** If the plan overruns the budget itself (the kept rungs' estimates
-//!    alone: costs grew), the lowest-priority cloths step down (one rung at a time) until it
-//!    fits the planned fill again, dwell or not.
+//!    alone: costs grew) for [`OVERRUN_PLANS`] plans in a row, the lowest-priority cloths step
+//!    down (one rung at a time) until it fits the planned fill again, dwell or not.
 //!
 //! Nothing here allocates per tick once the cloths are in: slots, estimates and the sort order
 //! are kept.
@@ -46,6 +46,10 @@ use crate::cloth::{Cloth, StepReport};
 use crate::collision::ColliderSet;
 use crate::error::{ClothError, non_negative, positive};
 use crate::model::{ClothModel, SolverMethod, SolverSettings};
+
+/// Plans in a row whose estimate must overrun the budget before kept cloths step down within
+/// their dwell (a tenth of a second at 60 Hz): one noisy measurement does not move anyone.
+pub const OVERRUN_PLANS: u32 = 6;
 
 /// One rung of a level-of-detail ladder, from the most work to the least.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -319,6 +323,8 @@ pub struct LodScheduler {
     pick: Vec<usize>,
     blocked: Vec<bool>,
     heap: BinaryHeap<Upgrade>,
+    /// Plans in a row whose estimate overran the budget.
+    overruns: u32,
     changes: u64,
     planned_ms: f64,
 }
@@ -336,6 +342,7 @@ impl LodScheduler {
             pick: Vec::new(),
             blocked: Vec::new(),
             heap: BinaryHeap::new(),
+            overruns: 0,
             changes: 0,
             planned_ms: 0.0,
         })
@@ -549,9 +556,16 @@ impl LodScheduler {
             let k = self.order[o] as usize;
             self.move_to(k, self.pick[o], now_s);
         }
-        // Budget wins: when the kept rungs alone overrun the budget itself (not only the
-        // planned fill), kept cloths step down, lowest priority first, until the plan fits.
-        if spent > capacity {
+        // Budget wins: when the plan has overrun the budget itself (not only the planned fill)
+        // for `OVERRUN_PLANS` plans in a row (costs grew, not one noisy measurement), kept
+        // cloths step down, lowest priority first, until the plan fits.
+        self.overruns = if spent > capacity {
+            self.overruns + 1
+        } else {
+            0
+        };
+        if self.overruns >= OVERRUN_PLANS {
+            self.overruns = 0;
             self.order.clear();
             self.order.extend(
                 self.slots
