@@ -77,7 +77,9 @@ use bevy_time::{Fixed, Time};
 use bevy_transform::components::{GlobalTransform, Transform};
 use glam::{DVec3, Mat4, Vec3};
 use isocloth::attachment::{AttachError, AttachmentSettings, Attachments, Influence};
-use isocloth::ecs::{ClothColliders, ClothConfig, init_cloth_resources, step_cloths};
+use isocloth::ecs::{
+    ClothColliders, ClothConfig, ClothLod, init_cloth_resources, plan_cloth_lod, step_cloths,
+};
 use isocloth::{
     BaseMesh, Cloth, ClothError, ClothMesh, ColliderError, ColliderShape, ConvexHull, Material,
     MeshError, Pose, TriangleMesh,
@@ -122,7 +124,13 @@ impl Plugin for IsoclothPlugin {
         );
         app.add_systems(
             FixedUpdate,
-            (build_cloths, gather_colliders, drive_pins)
+            (
+                build_cloths,
+                gather_colliders,
+                drive_pins,
+                viewer_from_camera,
+                plan_cloth_lod,
+            )
                 .chain()
                 .in_set(ClothSystems::S1GatherPoses),
         );
@@ -374,6 +382,26 @@ fn welded_triangles(
         Err(_) => return Err(MeshColliderError::NotInMainWorld),
     };
     Ok((vertices, triangles))
+}
+
+/// Marks the entity (a camera) whose `GlobalTransform` level of detail measures distances
+/// from: with an `isocloth::ecs::ClothLod` resource, every tick sets its viewer to this
+/// entity's position, so that the cloths nearest the camera get the most of the frame's
+/// cloth budget (the first such entity counts).
+#[derive(Component, Debug, Clone, Copy, Default)]
+pub struct ClothViewer;
+
+/// S1 (with a `ClothLod` resource): the viewer at the [`ClothViewer`] entity's position.
+pub fn viewer_from_camera(
+    viewers: Query<&GlobalTransform, With<ClothViewer>>,
+    lod: Option<ResMut<ClothLod>>,
+) {
+    if let (Some(mut lod), Some(t)) = (lod, viewers.iter().next()) {
+        let p = t.translation().as_dvec3();
+        if p.is_finite() {
+            lod.viewer = p;
+        }
+    }
 }
 
 /// The rotation and translation of `t` as a pose (scale dropped), finite or not.

@@ -679,3 +679,62 @@ fn unusable_collider_meshes_are_refused() {
         ))
     ));
 }
+
+/// Level of detail in the plugin: with a `ClothLod` resource and a `ClothViewer` camera
+/// entity, six sheets in a row share a budget too small for all of them by their distance to
+/// the camera (the nearest gets at least the work of the farthest, and not all the same), and
+/// when the camera moves to the row's other end the order turns round (no dwell in this test).
+#[test]
+fn the_camera_entity_orders_level_of_detail() {
+    use isocloth::ecs::ClothLod;
+    use isocloth::lod::ClothBudget;
+    use isocloth_bevy::ClothViewer;
+    let mut app = app();
+    app.world_mut().insert_resource(
+        ClothLod::new(ClothBudget {
+            frame_ms: 0.6,
+            min_dwell_s: 0.0,
+            ..Default::default()
+        })
+        .unwrap(),
+    );
+    let camera = app
+        .world_mut()
+        .spawn((Transform::from_xyz(-3.0, 1.0, 0.0), ClothViewer))
+        .id();
+    let sheets: Vec<Entity> = (0..6)
+        .map(|k| {
+            let e = spawn_cloth(&mut app, grid(0.5, 12, 1.0), vec![]);
+            app.world_mut()
+                .entity_mut(e)
+                .insert(Transform::from_xyz(3.0 * k as f32, 0.0, 0.0));
+            e
+        })
+        .collect();
+    build(&mut app);
+    let rungs = |app: &App| -> Vec<usize> {
+        let lod = app.world().resource::<ClothLod>();
+        sheets.iter().map(|&e| lod.rung_of(e).unwrap()).collect()
+    };
+    while ticks(&app) < 60 {
+        app.update();
+    }
+    let near_first = rungs(&app);
+    assert!(near_first[0] <= near_first[5], "{near_first:?}");
+    assert!(
+        near_first.iter().any(|&r| r != near_first[0]),
+        "{near_first:?}"
+    );
+    app.world_mut()
+        .entity_mut(camera)
+        .insert(Transform::from_xyz(18.0, 1.0, 0.0));
+    while ticks(&app) < 120 {
+        app.update();
+    }
+    let far_first = rungs(&app);
+    assert!(far_first[5] <= far_first[0], "{far_first:?}");
+    assert!(
+        far_first[5] < near_first[5] || far_first[0] > near_first[0],
+        "{near_first:?} -> {far_first:?}"
+    );
+}
