@@ -53,7 +53,7 @@ use crate::collision::{ColliderId, ColliderSet, ColliderShape, ContactSettings, 
 use crate::error::ClothError;
 use crate::limits::LimitSettings;
 use crate::load::{checked, count, positive, vector};
-use crate::lod::{ClothBudget, LodId, LodModels, LodScheduler, Rung};
+use crate::lod::{ClothBudget, FrameTrim, LodId, LodModels, LodScheduler, Rung};
 use crate::model::{SolverMethod, SolverSettings};
 use crate::self_contact::SelfCollisionSettings;
 
@@ -679,6 +679,7 @@ pub struct ClothLod {
     ticks: u64,
     last_total_ms: f64,
     last_wall_ms: f64,
+    trim: FrameTrim,
 }
 
 /// A cloth entity in [`ClothLod`].
@@ -710,6 +711,7 @@ impl ClothLod {
             ticks: 0,
             last_total_ms: 0.0,
             last_wall_ms: 0.0,
+            trim: FrameTrim::default(),
         })
     }
 
@@ -726,7 +728,8 @@ impl ClothLod {
     }
 
     /// The wall-clock time of the last tick's cloth stepping (ms; cloths in parallel): the
-    /// figure [`ClothBudget::frame_ms`] bounds.
+    /// figure [`ClothBudget::frame_ms`] bounds (its 99th percentile kept there by
+    /// [`FrameTrim`]).
     pub fn last_wall_ms(&self) -> f64 {
         self.last_wall_ms
     }
@@ -787,7 +790,9 @@ impl ClothLod {
             }
             keep
         });
-        self.scheduler.plan(self.ticks as f64 * timestep);
+        let scale = self.trim.scale();
+        self.scheduler
+            .plan_scaled(self.ticks as f64 * timestep, scale);
         self.seen.clear();
         // Half of the half-rate cloths step on each tick.
         let mut half = 0u32;
@@ -806,6 +811,7 @@ impl ClothLod {
     /// stepping's wall-clock time.
     fn record_tick(&mut self, timings: &[(Entity, f64, bool)], wall_ms: f64) {
         self.last_wall_ms = wall_ms;
+        self.trim.record(wall_ms, self.scheduler.budget().frame_ms);
         let mut total = 0.0;
         for &(entity, ms, advanced) in timings {
             if let Some(t) = self.tracked.get_mut(&entity) {

@@ -33,6 +33,10 @@
 //! 3. **Budget wins.** If the plan overruns the budget itself (the kept rungs' estimates
 //!    alone: costs grew) for [`OVERRUN_PLANS`] plans in a row, the lowest-priority cloths step
 //!    down (one rung at a time) until it fits the planned fill again, dwell or not.
+//! 4. **Measured frames.** Estimates do not see a core taken by another process or threads
+//!    finishing unevenly: [`FrameTrim`] scales the budget the plan fills from the last two
+//!    seconds of measured wall-clock frames, so that their 99th percentile stays within it
+//!    (the `ecs` layer does this; [`LodScheduler::plan_scaled`]).
 //!
 //! Nothing here allocates per tick once the cloths are in: slots, estimates and the sort order
 //! are kept.
@@ -492,9 +496,17 @@ impl LodScheduler {
     /// Gives every cloth its rung for the coming tick at time `now_s` (seconds, any clock that
     /// does not run backwards), by the rules of the module docs. Returns the estimated total.
     pub fn plan(&mut self, now_s: f64) -> f64 {
+        self.plan_scaled(now_s, 1.0)
+    }
+
+    /// [`LodScheduler::plan`] with the budget scaled by `scale` (in (0, 1.5]; [`FrameTrim`]
+    /// gives it from measured frames, so that the frames' 99th percentile, not only their
+    /// estimate, stays within the budget).
+    pub fn plan_scaled(&mut self, now_s: f64, scale: f64) -> f64 {
+        let scale = if scale > 0.0 { scale.min(1.5) } else { 1.0 };
         let b = &self.budget;
         let cheapest = b.ladder.len() - 1;
-        let capacity = b.frame_ms * b.parallelism;
+        let capacity = b.frame_ms * b.parallelism * scale;
         let total = b.fill * capacity;
         let dwell = b.min_dwell_s;
         // Kept cloths are spent first; the others start on the cheapest rung.
@@ -846,5 +858,69 @@ impl Ord for Upgrade {
         self.score
             .total_cmp(&other.score)
             .then(other.order.cmp(&self.order))
+    }
+}
+
+/// Frames of history [`FrameTrim`] keeps (two seconds at 60 Hz).
+const TRIM_WINDOW: usize = 120;
+
+/// Keeps the measured frames' 99th percentile within the budget: the plan works from
+/// estimates of each cloth's cost, but a frame's wall-clock time also carries what no
+/// estimate sees (a core taken by another process, threads finishing unevenly). From the last
+/// two seconds of measured frames it scales the budget the plan fills: down by the ratio of
+/// the budget to their 99th percentile when that is over the budget, back up by at most 1 % a
+/// frame while it is under 90 % of it; between 0.3 and 1.
+#[derive(Debug, Clone)]
+pub struct FrameTrim {
+    frames: Vec<f64>,
+    next: usize,
+    scale: f64,
+    sorted: Vec<f64>,
+}
+
+impl Default for FrameTrim {
+    fn default() -> Self {
+        Self {
+            frames: Vec::with_capacity(TRIM_WINDOW),
+            next: 0,
+            scale: 1.0,
+            sorted: Vec::with_capacity(TRIM_WINDOW),
+        }
+    }
+}
+
+impl FrameTrim {
+    /// The scale for the next plan.
+    pub fn scale(&self) -> f64 {
+        self.scale
+    }
+
+    /// Takes in a frame's measured wall-clock cloth time against the budget (ms); returns the
+    /// scale for the next plan. Not finite or negative times are ignored.
+    pub fn record(&mut self, wall_ms: f64, budget_ms: f64) -> f64 {
+        if !(wall_ms.is_finite() && wall_ms >= 0.0 && budget_ms > 0.0) {
+            return self.scale;
+        }
+        if self.frames.len() < TRIM_WINDOW {
+            self.frames.push(wall_ms);
+        } else {
+            self.frames[self.next] = wall_ms;
+        }
+        self.next = (self.next + 1) % TRIM_WINDOW;
+        if self.frames.len() < TRIM_WINDOW / 4 {
+            return self.scale;
+        }
+        self.sorted.clear();
+        self.sorted.extend_from_slice(&self.frames);
+        self.sorted.sort_unstable_by(f64::total_cmp);
+        let p99 = self.sorted[((self.sorted.len() - 1) as f64 * 0.99).round() as usize];
+        if p99 > budget_ms {
+            // Proportionally, but at most 2 % a frame: one slow frame is not a trend.
+            self.scale *= (budget_ms / p99).max(0.98);
+        } else if p99 < 0.9 * budget_ms {
+            self.scale *= 1.01;
+        }
+        self.scale = self.scale.clamp(0.3, 1.0);
+        self.scale
     }
 }
