@@ -27,8 +27,8 @@
 //!    plan fits [`ClothBudget::fill`] of the budget: a rung's value is `ln(1 + work)` (the first
 //!    iterations buy the most; [`Rung::work`]) weighted by `1 / rank` in priority order (then
 //!    id), so the nearest cloths get the most, but the next ones get a simulated rung before
-//!    the nearest gets the most expensive. No cloth gets more work than one of higher
-//!    priority. A cloth moves above the rung it runs at only if that fits with
+//!    the nearest gets the most expensive. No cloth free to move gets more work than a free
+//!    one of higher priority. A cloth moves above the rung it runs at only if that fits with
 //!    [`ClothBudget::upgrade_margin`] to spare.
 //! 3. **Budget wins.** If the plan overruns the budget itself (the kept rungs' estimates
 //!    alone: costs grew) for [`OVERRUN_PLANS`] plans in a row, the lowest-priority cloths step
@@ -38,8 +38,13 @@
 //!    seconds of measured wall-clock frames, so that their 99th percentile stays within it
 //!    (the `ecs` layer does this; [`LodScheduler::plan_scaled`]).
 //!
-//! Nothing here allocates per tick once the cloths are in: slots, estimates and the sort order
-//! are kept.
+//! Running a rung: [`LodModels`] holds, per cloth model, one factored model per substep length
+//! of the ladder (shared by every cloth of the model), and [`LodModels::tick`] runs a cloth
+//! one tick at its rung: [`Cloth::set_model`] and a step, a half-rate step every other tick,
+//! [`Cloth::follow_skin`] or [`Cloth::hold`].
+//!
+//! The scheduler allocates nothing per tick once the cloths are in: slots, estimates, the sort
+//! order and the upgrade queue are kept.
 
 use std::collections::BinaryHeap;
 use std::sync::Arc;
