@@ -295,7 +295,20 @@ impl Cloth {
             // Carried rigidly with the skin, then every node closes the same fraction of its offset
             // (so the cloth eases as one piece, not node by node): `blend`, or less where the
             // farthest node would move faster than `max_speed`.
-            let (rotation, from, to) = rigid_fit(&self.skin.start, &self.skin.target);
+            // The skin's motion over the frame; on a frame where the skin holds still (its
+            // first, when the targets were just given) the pins' mean motion instead (a
+            // translation: a row of pins does not fix a rotation), so that free nodes do not
+            // stay behind pins that moved.
+            let (rotation, from, to) = if self.skin.moving() || self.pin_start.is_empty() {
+                rigid_fit(&self.skin.start, &self.skin.target)
+            } else {
+                let mean = |v: &[DVec3]| v.iter().sum::<DVec3>() / v.len() as f64;
+                (
+                    glam::DQuat::IDENTITY,
+                    mean(&self.pin_start),
+                    mean(&self.pin_target),
+                )
+            };
             let mut farthest = 0.0f64;
             for (x, t) in st.positions.iter_mut().zip(&self.skin.target) {
                 *x = to + rotation * (*x - from);

@@ -165,7 +165,8 @@ pub struct ClothBudget {
     /// cost being measured while the others run beside it. At least 1; default 1.
     pub parallelism: f64,
     /// Rungs from the most work to the least. Default: desktop (4 x 10 L-BFGS), console (2 x 5
-    /// L-BFGS), mobile (1 x 5 local-global), mobile at half rate, follow the skin, sleep.
+    /// L-BFGS), mobile (1 x 5 local-global), half rate (2 x 3 local-global over two ticks: the
+    /// mobile rung's substep length, so its factor), follow the skin, sleep.
     pub ladder: Vec<Rung>,
     /// Seconds a cloth stays on a rung before it may change again (unless the budget needs
     /// it to step down). Default 1.
@@ -206,8 +207,8 @@ impl Default for ClothBudget {
                     method: SolverMethod::LocalGlobal,
                 },
                 Rung::HalfRate {
-                    substeps: 1,
-                    iterations: 5,
+                    substeps: 2,
+                    iterations: 3,
                     method: SolverMethod::LocalGlobal,
                 },
                 Rung::FollowSkin,
