@@ -367,9 +367,11 @@ fn level_of_detail_shares_one_budget_by_distance() {
     use isocloth::ecs::{ClothLod, LodPriority};
     use isocloth::lod::ClothBudget;
     let (mut world, mut schedule) = world_and_schedule();
+    // Estimates alone (no trim from measured frames, which a loaded machine would shrink).
     let budget = ClothBudget {
         frame_ms: 0.3,
         min_dwell_s: 0.0,
+        trim: false,
         ..Default::default()
     };
     world.insert_resource(ClothLod::new(budget).unwrap());

@@ -790,7 +790,11 @@ impl ClothLod {
             }
             keep
         });
-        let scale = self.trim.scale();
+        let scale = if self.scheduler.budget().trim {
+            self.trim.scale()
+        } else {
+            1.0
+        };
         self.scheduler
             .plan_scaled(self.ticks as f64 * timestep, scale);
         self.seen.clear();

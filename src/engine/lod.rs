@@ -179,6 +179,10 @@ pub struct ClothBudget {
     pub upgrade_margin: f64,
     /// Weight of the newest measurement in a running cost estimate, in (0, 1]. Default 0.2.
     pub learning_rate: f64,
+    /// Whether the budget the plan fills is scaled from measured frames so that their 99th
+    /// percentile stays within it ([`FrameTrim`]; the `ecs` layer applies it). Default true;
+    /// off, the plan trusts its estimates alone.
+    pub trim: bool,
     /// Cost of one iteration of one node (ms) assumed before anything was measured.
     /// Default 1e-4 (a 777-node cape at 2 x 5 costs about 0.7 ms on a console core).
     pub prior_ms_per_node_iteration: f64,
@@ -218,6 +222,7 @@ impl Default for ClothBudget {
             fill: 0.9,
             upgrade_margin: 0.1,
             learning_rate: 0.2,
+            trim: true,
             prior_ms_per_node_iteration: 1e-4,
         }
     }

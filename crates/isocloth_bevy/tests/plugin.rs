@@ -694,6 +694,7 @@ fn the_camera_entity_orders_level_of_detail() {
         ClothLod::new(ClothBudget {
             frame_ms: 0.6,
             min_dwell_s: 0.0,
+            trim: false,
             ..Default::default()
         })
         .unwrap(),
