@@ -29,6 +29,9 @@
 //! between two rung changes of one cape), `memory_bytes_start` (resident memory after 10 s),
 //! `memory_bytes_end`.
 
+#[path = "common/cape_scene.rs"]
+#[allow(dead_code)]
+mod cape_scene;
 #[path = "common/plot.rs"]
 #[allow(dead_code)]
 mod plot;
@@ -47,7 +50,7 @@ use isocloth::ecs::{
 };
 use isocloth::lod::{ClothBudget, Rung};
 use isocloth::rig::{self, Animation, CharacterRig};
-use isocloth::{Cloth, ColliderSet, ColliderShape, Pose, SolverMethod};
+use isocloth::{Cloth, ColliderSet, ColliderShape, Pose};
 use serde_json::json;
 
 const DT: f64 = 1.0 / 60.0;
@@ -209,29 +212,13 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     rayon::ThreadPoolBuilder::new()
         .num_threads(args.threads)
         .build_global()?;
-    let lbfgs = SolverMethod::Lbfgs { history: 5 };
-    let lg = SolverMethod::LocalGlobal;
+    // The default ladder without desktop (too dear for a crowd) and sleep (see the docs).
+    let ladder = ClothBudget::default().ladder;
+    let ladder: Vec<Rung> = ladder[1..5].to_vec();
     let budget = ClothBudget {
         frame_ms: args.budget_ms,
         parallelism: args.threads as f64,
-        ladder: vec![
-            Rung::Simulate {
-                substeps: 2,
-                iterations: 5,
-                method: lbfgs,
-            },
-            Rung::Simulate {
-                substeps: 1,
-                iterations: 5,
-                method: lg,
-            },
-            Rung::HalfRate {
-                substeps: 2,
-                iterations: 3,
-                method: lg,
-            },
-            Rung::FollowSkin,
-        ],
+        ladder,
         ..Default::default()
     };
     let rung_names = ["console", "mobile", "half", "skin"];
@@ -355,7 +342,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 .ok_or("cape missing")?;
             near_strain = near_strain.max(sim.cloth.measures().max_strain);
             if check {
-                near_inside = near_inside.max(render_nodes_inside(
+                near_inside = near_inside.max(cape_scene::nodes_inside(
                     &walkers[k].bodies,
                     sim.cloth.positions(),
                 ));
@@ -498,14 +485,4 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         })
     );
     Ok(())
-}
-
-/// How many of `points` are inside one of `bodies` (the `nodes_inside_body` figure).
-fn render_nodes_inside(bodies: &ColliderSet, points: &[DVec3]) -> usize {
-    points
-        .iter()
-        .filter(|&&p| {
-            (0..bodies.len()).any(|id| bodies.signed_distance(id, p).is_some_and(|d| d < 0.0))
-        })
-        .count()
 }

@@ -676,6 +676,8 @@ pub struct ClothLod {
     tracked: HashMap<Entity, Tracked>,
     /// Entities seen by the last plan (sorted).
     seen: Vec<Entity>,
+    /// Scratch of a plan: the half-rate cloths in id order.
+    half_rate: Vec<(LodId, Entity)>,
     ticks: u64,
     last_total_ms: f64,
     last_wall_ms: f64,
@@ -708,6 +710,7 @@ impl ClothLod {
             models: Vec::new(),
             tracked: HashMap::new(),
             seen: Vec::new(),
+            half_rate: Vec::new(),
             ticks: 0,
             last_total_ms: 0.0,
             last_wall_ms: 0.0,
@@ -798,15 +801,18 @@ impl ClothLod {
         self.scheduler
             .plan_scaled(self.ticks as f64 * timestep, scale);
         self.seen.clear();
-        // Half of the half-rate cloths step on each tick.
-        let mut half = 0u32;
-        let mut by_id: Vec<&mut Tracked> = self.tracked.values_mut().collect();
-        by_id.sort_unstable_by_key(|t| t.id);
-        for t in by_id {
+        // Half of the half-rate cloths (in id order) step on each tick.
+        self.half_rate.clear();
+        for (&e, t) in &self.tracked {
             let rung = self.scheduler.rung(t.id).unwrap_or(0);
             if matches!(self.scheduler.budget().ladder[rung], Rung::HalfRate { .. }) {
-                t.turn = half % 2;
-                half += 1;
+                self.half_rate.push((t.id, e));
+            }
+        }
+        self.half_rate.sort_unstable();
+        for (k, (_, e)) in self.half_rate.iter().enumerate() {
+            if let Some(t) = self.tracked.get_mut(e) {
+                t.turn = (k % 2) as u32;
             }
         }
     }

@@ -992,8 +992,10 @@ fn end_radii(
     if n < 2.0 || det <= 1e-12 * n * n {
         return None;
     }
-    let c1 = (n * str - st * sr) / det * f64::from(inset);
-    let c0 = (sr - c1 / f64::from(inset) * st) / n * f64::from(inset);
+    // The fitted line (slope, intercept), scaled by the inset.
+    let slope = (n * str - st * sr) / det;
+    let c0 = (sr - slope * st) / n * f64::from(inset);
+    let c1 = slope * f64::from(inset);
     let (lo64, hi64) = (f64::from(lo), f64::from(hi));
     // Each radius is the line's value at its ball's centre: a = c0 + c1 (lo + a),
     // b = c0 + c1 (hi - b).
