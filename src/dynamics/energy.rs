@@ -200,6 +200,8 @@ pub(crate) struct SparseRows {
     pub nodes: Vec<u32>,
     pub coefs: Vec<f64>,
     pub weight: Vec<f64>,
+    /// The number of entries every row has, or 0 when the rows differ (or there are none).
+    width: usize,
 }
 
 impl SparseRows {
@@ -221,6 +223,12 @@ impl SparseRows {
                 }
             }
         }
+        let width = self.nodes.len() - start;
+        self.width = match self.weight.is_empty() {
+            true => width,
+            false if self.width == width => width,
+            false => 0,
+        };
         self.offsets.push(self.nodes.len() as u32);
         self.weight.push(weight);
     }
@@ -240,6 +248,72 @@ impl SparseRows {
             .map(|(&n, &c)| c * x[n as usize])
             .sum()
     }
+
+    /// `e + (1/2) sum_r w_r |row_r . x|^2` over the rows `keep` selects (summed in row order
+    /// onto `e`), adding each row's gradient `w_r row_r^T (row_r . x)` to `grad`, row by row.
+    ///
+    /// Rows of one width (every bending row of a red/black mesh has five entries) run through
+    /// a kernel of that fixed width: no offsets read and no loop over a row's entries (the
+    /// same operations in the same order, so the same result to the bit).
+    fn quadratic_gradient(
+        &self,
+        mut e: f64,
+        x: &[DVec3],
+        grad: &mut [DVec3],
+        keep: impl Fn(usize) -> bool,
+    ) -> f64 {
+        match self.width {
+            5 => self.fixed_width::<5>(e, x, grad, keep),
+            _ => {
+                let ends = self.offsets.windows(2);
+                for (r, (end, &w)) in ends.zip(&self.weight).enumerate() {
+                    if keep(r) {
+                        let range = end[0] as usize..end[1] as usize;
+                        let (nodes, coefs) = (&self.nodes[range.clone()], &self.coefs[range]);
+                        // A conformity row of a black node with six base triangles round it
+                        // has thirteen entries: most rows of a red/black mesh.
+                        e += match (nodes.as_array::<13>(), coefs.as_array::<13>()) {
+                            (Some(n), Some(c)) => quadratic_row((n, c), w, x, grad),
+                            _ => quadratic_row((nodes, coefs), w, x, grad),
+                        };
+                    }
+                }
+                e
+            }
+        }
+    }
+
+    fn fixed_width<const N: usize>(
+        &self,
+        mut e: f64,
+        x: &[DVec3],
+        grad: &mut [DVec3],
+        keep: impl Fn(usize) -> bool,
+    ) -> f64 {
+        let (nodes, _) = self.nodes.as_chunks::<N>();
+        let (coefs, _) = self.coefs.as_chunks::<N>();
+        for (r, ((nodes, coefs), &w)) in nodes.iter().zip(coefs).zip(&self.weight).enumerate() {
+            if keep(r) {
+                e += quadratic_row((nodes, coefs), w, x, grad);
+            }
+        }
+        e
+    }
+}
+
+/// One row of [`SparseRows::quadratic_gradient`]: `(1/2) w |v|^2` for `v = sum_j c_j x_j`,
+/// adding `c_j w v` to `grad` at each node `j`.
+#[inline(always)]
+fn quadratic_row((nodes, coefs): (&[u32], &[f64]), w: f64, x: &[DVec3], grad: &mut [DVec3]) -> f64 {
+    let mut v = DVec3::ZERO;
+    for (&n, &c) in nodes.iter().zip(coefs) {
+        v += c * x[n as usize];
+    }
+    let wv = w * v;
+    for (&n, &c) in nodes.iter().zip(coefs) {
+        grad[n as usize] += c * wv;
+    }
+    0.5 * w * v.length_squared()
 }
 
 /// Linear constraints with target zero: conformity rows then boundary rows.
@@ -537,29 +611,11 @@ impl Terms {
     /// `(1/2) sum w |row . x|^2`, adding its gradient `sum w row^T (row . x)` to `grad`.
     pub fn quadratic_gradient(&self, x: &[DVec3], grad: &mut [DVec3]) -> f64 {
         let b = &self.bending;
-        let mut e = 0.0;
-        let mut row = |rows: &SparseRows, r: usize| {
-            let (nodes, coefs) = rows.row(r);
-            let mut v = DVec3::ZERO;
-            for (&n, &c) in nodes.iter().zip(coefs) {
-                v += c * x[n as usize];
-            }
-            let w = rows.weight[r];
-            e += 0.5 * w * v.length_squared();
-            let wv = w * v;
-            for (&n, &c) in nodes.iter().zip(coefs) {
-                grad[n as usize] += c * wv;
-            }
-        };
-        for r in 0..self.linear.len() {
-            row(&self.linear, r);
+        let e = self.linear.quadratic_gradient(0.0, x, grad, |_| true);
+        match b.curved.is_empty() {
+            true => b.rows.quadratic_gradient(e, x, grad, |_| true),
+            false => b.rows.quadratic_gradient(e, x, grad, |r| !b.is_curved(r)),
         }
-        for r in 0..b.rows.len() {
-            if b.curved.is_empty() || !b.is_curved(r) {
-                row(&b.rows, r);
-            }
-        }
-        e
     }
 
     /// Bending energy `(1/2) sum_i w_i |L_i x - b_i|^2` (b_i from the current frame for curved rows).
@@ -844,5 +900,53 @@ mod tests {
         let collapsed = nearest_rotation([DVec3::X, DVec3::X]);
         assert!((collapsed[0].length() - 1.0).abs() < 1e-12);
         assert!(collapsed[0].dot(collapsed[1]).abs() < 1e-12);
+    }
+
+    /// The quadratic rows' fixed-width kernels (rows of five and of thirteen entries) give the
+    /// general kernel's energy and gradient to the bit, rows mixed with other widths and rows
+    /// skipped included: they run the same operations in the same order.
+    #[test]
+    fn quadratic_rows_of_fixed_width_match_the_general_kernel() {
+        let x: Vec<DVec3> = (0..40)
+            .map(|i| {
+                let t = i as f64;
+                DVec3::new((0.7 * t).sin(), (1.3 * t).cos(), 0.1 * t)
+            })
+            .collect();
+        let row = |first: u32, width: u32| -> Vec<(u32, f64)> {
+            (0..width)
+                .map(|k| {
+                    (
+                        (first + 7 * k) % 40,
+                        0.3 + 0.1 * k as f64 - 0.05 * first as f64,
+                    )
+                })
+                .collect()
+        };
+        for widths in [vec![5u32; 9], vec![13, 13, 4, 13, 7, 13, 13]] {
+            let mut rows = SparseRows::new();
+            for (r, &w) in widths.iter().enumerate() {
+                rows.push(&row(r as u32, w), 1.0 + r as f64);
+            }
+            let keep = |r: usize| r != 2;
+            let (mut g_fixed, mut g_general) = (vec![DVec3::ONE; 40], vec![DVec3::ONE; 40]);
+            let e_fixed = rows.quadratic_gradient(0.25, &x, &mut g_fixed, keep);
+            // The row loop as written before the fixed-width kernels.
+            let mut e_general = 0.25;
+            for r in (0..rows.len()).filter(|&r| keep(r)) {
+                let (nodes, coefs) = rows.row(r);
+                let mut v = DVec3::ZERO;
+                for (&n, &c) in nodes.iter().zip(coefs) {
+                    v += c * x[n as usize];
+                }
+                let w = rows.weight[r];
+                e_general += 0.5 * w * v.length_squared();
+                for (&n, &c) in nodes.iter().zip(coefs) {
+                    g_general[n as usize] += c * (w * v);
+                }
+            }
+            assert_eq!(e_fixed.to_bits(), e_general.to_bits());
+            assert_eq!(g_fixed, g_general);
+        }
     }
 }
