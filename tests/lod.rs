@@ -140,6 +140,44 @@ fn a_cost_surge_steps_cloths_down_within_the_dwell() {
     }
 }
 
+/// A small overrun waits out the dwell: 64 cloths placed with a 5 s dwell, whose true cost
+/// then grows by 15 % (within `SURGE`), keep their rungs until their dwell runs out (no cloth
+/// changes rung twice within 5 s), and once it has, every tick's true total is back within the
+/// budget. (A surge beyond `SURGE` steps them down at once:
+/// `a_cost_surge_steps_cloths_down_within_the_dwell`.)
+#[test]
+fn a_small_overrun_waits_out_the_dwell() {
+    let mut s = LodScheduler::new(ClothBudget {
+        frame_ms: 4.0,
+        min_dwell_s: 5.0,
+        ..Default::default()
+    })
+    .unwrap();
+    let ids: Vec<LodId> = (0..64).map(|_| s.insert(0, 777)).collect();
+    let mut last_change = vec![f64::NEG_INFINITY; 64];
+    let mut rungs: Vec<usize> = ids.iter().map(|&id| s.rung(id).unwrap()).collect();
+    let mut totals = Vec::new();
+    for t in 0..900 {
+        let scale = if t < 60 { 0.01 } else { 0.0115 };
+        totals.extend(run(&mut s, &ids, &vec![scale; 64], 1, t, |_, k| {
+            -(k as f64)
+        }));
+        let now = t as f64 / 60.0;
+        for (k, &id) in ids.iter().enumerate() {
+            let r = s.rung(id).unwrap();
+            if r != rungs[k] {
+                assert!(now - last_change[k] >= 5.0 - 1e-9, "cloth {k} at {now} s");
+                last_change[k] = now;
+                rungs[k] = r;
+            }
+        }
+    }
+    assert!(totals[61] > 4.0, "the rise shows: {} ms", totals[61]);
+    for (t, &total) in totals.iter().enumerate().skip(6 * 60) {
+        assert!(total <= 4.0, "tick {t}: {total} ms");
+    }
+}
+
 /// A cloth of a class already measured starts from its class's estimates: a new cape's
 /// estimate at every rung is the running mean the others learned (to rounding), and one of a
 /// new class is scaled from the prior by its work.

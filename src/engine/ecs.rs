@@ -826,7 +826,21 @@ impl ClothLod {
         for &(entity, ms, advanced) in timings {
             if let Some(t) = self.tracked.get_mut(&entity) {
                 if let Some(rung) = self.scheduler.rung(t.id) {
-                    self.scheduler.record(t.id, rung, ms);
+                    // A half-rate cloth costs nothing on the tick it holds and steps the ticks
+                    // since it last moved on the other (two, once on the rung; one on its
+                    // first turn): its cost per tick is that step over those ticks, recorded
+                    // when it steps. Recording both ticks' times, a class's first measurement
+                    // could be a held tick's zero or a one-tick step, and the plan then put
+                    // too many cloths on the rung and had to take them off within their dwell
+                    // (`crowd`: twelve capes changed rung twice within 0.15 s of the start).
+                    match self.scheduler.budget().ladder[rung] {
+                        Rung::HalfRate { .. } if advanced => {
+                            let ticks = f64::from(t.behind.max(1));
+                            self.scheduler.record(t.id, rung, ms / ticks)
+                        }
+                        Rung::HalfRate { .. } => {}
+                        _ => self.scheduler.record(t.id, rung, ms),
+                    }
                 }
                 t.behind = if advanced { 1 } else { t.behind + 1 };
             }
