@@ -44,6 +44,40 @@ fn run(
     totals
 }
 
+/// Rung changes seen so far, per cloth: asserts that none changes rung within `dwell` seconds
+/// of its last change.
+struct Dwell {
+    rungs: Vec<usize>,
+    last: Vec<f64>,
+    dwell: f64,
+}
+
+impl Dwell {
+    fn new(s: &LodScheduler, ids: &[LodId], dwell: f64) -> Self {
+        Self {
+            rungs: ids.iter().map(|&id| s.rung(id).unwrap()).collect(),
+            last: vec![f64::NEG_INFINITY; ids.len()],
+            dwell,
+        }
+    }
+
+    /// Takes in the rungs after the plan at `now` seconds.
+    fn check(&mut self, s: &LodScheduler, ids: &[LodId], now: f64) {
+        for (k, &id) in ids.iter().enumerate() {
+            let r = s.rung(id).unwrap();
+            if r != self.rungs[k] {
+                assert!(
+                    now - self.last[k] >= self.dwell - 1e-9,
+                    "cloth {k} changed at {now} s and at {} s",
+                    self.last[k]
+                );
+                self.last[k] = now;
+                self.rungs[k] = r;
+            }
+        }
+    }
+}
+
 /// 64 cloths whose true cost per unit of work differs by up to 2x, at a 4 ms budget: after the
 /// first second (estimates learned) every tick's true total is within the budget, and the
 /// budget is used (over 70 % of it), although all 64 at the cheapest simulated rung would
@@ -95,27 +129,14 @@ fn no_cloth_changes_rung_twice_within_the_dwell() {
     .unwrap();
     let ids: Vec<LodId> = (0..64).map(|_| s.insert(0, 777)).collect();
     let scale = vec![0.012; 64];
-    let mut last_change = vec![f64::NEG_INFINITY; 64];
-    let mut rungs: Vec<usize> = ids.iter().map(|&id| s.rung(id).unwrap()).collect();
+    let mut dwell = Dwell::new(&s, &ids, 1.0);
     let mut seed = 5;
     for t in 0..1200 {
         let jitter: Vec<f64> = (0..64).map(|_| unit(&mut seed)).collect();
         run(&mut s, &ids, &scale, 1, t, |_, k| {
             -(k as f64) + 8.0 * jitter[k]
         });
-        let now = t as f64 / 60.0;
-        for (k, &id) in ids.iter().enumerate() {
-            let r = s.rung(id).unwrap();
-            if r != rungs[k] {
-                assert!(
-                    now - last_change[k] >= 1.0 - 1e-9,
-                    "cloth {k} changed at {now} s and at {} s",
-                    last_change[k]
-                );
-                last_change[k] = now;
-                rungs[k] = r;
-            }
-        }
+        dwell.check(&s, &ids, t as f64 / 60.0);
     }
     assert!(s.changes() > 0);
 }
@@ -154,23 +175,14 @@ fn a_small_overrun_waits_out_the_dwell() {
     })
     .unwrap();
     let ids: Vec<LodId> = (0..64).map(|_| s.insert(0, 777)).collect();
-    let mut last_change = vec![f64::NEG_INFINITY; 64];
-    let mut rungs: Vec<usize> = ids.iter().map(|&id| s.rung(id).unwrap()).collect();
+    let mut dwell = Dwell::new(&s, &ids, 5.0);
     let mut totals = Vec::new();
     for t in 0..900 {
         let scale = if t < 60 { 0.01 } else { 0.0115 };
         totals.extend(run(&mut s, &ids, &vec![scale; 64], 1, t, |_, k| {
             -(k as f64)
         }));
-        let now = t as f64 / 60.0;
-        for (k, &id) in ids.iter().enumerate() {
-            let r = s.rung(id).unwrap();
-            if r != rungs[k] {
-                assert!(now - last_change[k] >= 5.0 - 1e-9, "cloth {k} at {now} s");
-                last_change[k] = now;
-                rungs[k] = r;
-            }
-        }
+        dwell.check(&s, &ids, t as f64 / 60.0);
     }
     assert!(totals[61] > 4.0, "the rise shows: {} ms", totals[61]);
     for (t, &total) in totals.iter().enumerate().skip(6 * 60) {
