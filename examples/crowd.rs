@@ -46,8 +46,8 @@ use std::path::PathBuf;
 use bevy_ecs::prelude::*;
 use glam::{DQuat, DVec3, Vec3};
 use isocloth::ecs::{
-    BonePose, ClothAttachments, ClothConfig, ClothLod, ClothRenderMesh, ClothSim,
-    add_cloth_systems, init_cloth_resources, spawn_character_bones,
+    BonePose, ClothConfig, ClothLod, ClothRenderMesh, ClothSim, DemoCharacter, add_cloth_systems,
+    init_cloth_resources, spawn_character_with_cape,
 };
 use isocloth::lod::{ClothBudget, Rung};
 use isocloth::rig::{self, Animation, CharacterRig};
@@ -110,7 +110,7 @@ struct Walker {
     bones: Vec<Entity>,
     cape: Entity,
     bodies: ColliderSet,
-    body_bones: Vec<(usize, Pose)>,
+    body_bones: BodyBones,
 }
 
 /// A walker at `position` heading along -x (toward the camera), with a cape of `template`'s
@@ -125,8 +125,6 @@ fn spawn(
     let mut walker = CharacterRig::new(Animation::Walk, position, heading);
     // Mid-stride, as if it had been walking (its first half second ramps up its speed).
     walker.advance(walked);
-    let mut poses = Vec::new();
-    walker.poses(&mut poses);
     // Every cape arrives draped as the template settled (a game spawns capes pre-draped).
     let mut cloth = Cloth::new(template.model().clone());
     cloth.set_positions(template.positions())?;
@@ -134,23 +132,8 @@ fn spawn(
         walker.position,
         DQuat::from_rotation_y(walker.heading),
     ))?;
-    let attachments = rig::demo_cape_attachments(&cloth, &poses)?;
-    let bones = spawn_character_bones(world, &poses);
-    let cape = world
-        .spawn((
-            ClothSim::new(cloth),
-            ClothAttachments::new(bones.clone(), attachments),
-            ClothRenderMesh::default(),
-        ))
-        .id();
-    let mut bodies = ColliderSet::new();
-    let mut body_bones = Vec::new();
-    for (b, pose) in poses.iter().enumerate() {
-        if let Some((shape, offset)) = CharacterRig::bone_collider(b) {
-            bodies.add(shape, pose.mul(&offset))?;
-            body_bones.push((b, offset));
-        }
-    }
+    let DemoCharacter { bones, cape } = spawn_character_with_cape(world, &walker, cloth)?;
+    let (bodies, body_bones) = character_bodies(&walker)?;
     Ok(Walker {
         rig: walker,
         bones,
@@ -160,18 +143,32 @@ fn spawn(
     })
 }
 
+/// Per body of a character, its bone and the body's offset from it.
+type BodyBones = Vec<(usize, Pose)>;
+
+/// The character's bodies at its current pose, as the crowd checks its cape against them,
+/// and per body its bone and offset (to move them with the bones).
+fn character_bodies(
+    character: &CharacterRig,
+) -> Result<(ColliderSet, BodyBones), Box<dyn std::error::Error>> {
+    let mut poses = Vec::new();
+    character.poses(&mut poses);
+    let mut bodies = ColliderSet::new();
+    let mut body_bones = Vec::new();
+    for (b, pose) in poses.iter().enumerate() {
+        if let Some((shape, offset)) = CharacterRig::bone_collider(b) {
+            bodies.add(shape, pose.mul(&offset))?;
+            body_bones.push((b, offset));
+        }
+    }
+    Ok((bodies, body_bones))
+}
+
 /// Lets the template cape hang from a standing character for two seconds, so that capes
 /// arrive draped instead of as the flat sheet they were cut from.
 fn settle(template: &mut Cloth) -> Result<(), Box<dyn std::error::Error>> {
     let standing = CharacterRig::new(Animation::Idle, DVec3::ZERO, 0.0);
-    let mut poses = Vec::new();
-    standing.poses(&mut poses);
-    let mut bodies = ColliderSet::new();
-    for (b, pose) in poses.iter().enumerate() {
-        if let Some((shape, offset)) = CharacterRig::bone_collider(b) {
-            bodies.add(shape, pose.mul(&offset))?;
-        }
-    }
+    let (bodies, _) = character_bodies(&standing)?;
     for _ in 0..120 {
         template.step_with(DT, &bodies)?;
     }

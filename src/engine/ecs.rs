@@ -463,9 +463,20 @@ pub fn spawn_demo_character(
     character: &crate::rig::CharacterRig,
     settings: SolverSettings,
 ) -> Result<DemoCharacter, AttachError> {
+    let cloth = crate::rig::demo_cape(settings).map_err(AttachError::Cloth)?;
+    spawn_character_with_cape(world, character, cloth)
+}
+
+/// [`spawn_demo_character`] with `cloth` as the cape: a demo cape ([`crate::rig::demo_cape`]'s
+/// mesh) in any state, for example a copy of one already draped and moved to the character
+/// (a crowd spawning capes pre-draped), skinned to the shoulders at the character's pose.
+pub fn spawn_character_with_cape(
+    world: &mut World,
+    character: &crate::rig::CharacterRig,
+    cloth: Cloth,
+) -> Result<DemoCharacter, AttachError> {
     let mut poses = Vec::new();
     character.poses(&mut poses);
-    let cloth = crate::rig::demo_cape(settings).map_err(AttachError::Cloth)?;
     let attachments = crate::rig::demo_cape_attachments(&cloth, &poses)?;
     let bones = spawn_character_bones(world, &poses);
     let cape = world
