@@ -439,3 +439,31 @@ fn frame_trim_answers_the_measured_percentile() {
     }
     assert_eq!(trim.scale(), 1.0);
 }
+
+/// The tick on which a plan moved a cloth to its rung is not learned from (it carries the
+/// switch's one-time costs, not the rung's): a 100 ms first tick leaves the estimate where
+/// the prior put it, and the next tick's 1 ms, on the same rung, is learned as the first
+/// measurement (the estimate becomes 1 ms to rounding).
+#[test]
+fn the_tick_a_cloth_moves_on_is_not_learned_from() {
+    let mut s = LodScheduler::new(ClothBudget {
+        frame_ms: 4.0,
+        ..Default::default()
+    })
+    .unwrap();
+    let id = s.insert(0, 777);
+    s.set_priority(id, 1.0);
+    s.plan(0.0);
+    let r = s.rung(id).unwrap();
+    assert!(
+        r < s.budget().ladder.len() - 1,
+        "the plan moved it: rung {r}"
+    );
+    let prior = s.estimate(id, r).unwrap();
+    s.record(id, r, 100.0);
+    assert_eq!(s.estimate(id, r).unwrap(), prior);
+    s.plan(1.0 / 60.0);
+    assert_eq!(s.rung(id), Some(r), "kept within its dwell");
+    s.record(id, r, 1.0);
+    assert!((s.estimate(id, r).unwrap() - 1.0).abs() < 1e-12);
+}
