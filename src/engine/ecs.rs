@@ -621,10 +621,11 @@ pub fn step_cloths(
         });
         return;
     };
+    // The timings go into the resource's kept list (no allocation per tick).
+    let mut timings = std::mem::take(&mut lod.timings);
     let shared = &*lod;
     let wall = std::time::Instant::now();
-    let timings: Vec<(Entity, f64, bool)> = all
-        .par_iter_mut()
+    all.par_iter_mut()
         .map(|(entity, sim, over)| {
             let cfg = over.map_or(config, |o| &o.0);
             let sim = &mut **sim;
@@ -648,9 +649,10 @@ pub fn step_cloths(
             finish_step(sim, result.map(|r| r.report));
             (*entity, ms, advanced)
         })
-        .collect();
+        .collect_into_vec(&mut timings);
     let wall_ms = wall.elapsed().as_secs_f64() * 1e3;
     lod.record_tick(&timings, wall_ms);
+    lod.timings = timings;
 }
 
 /// Keeps a step's outcome on its [`ClothSim`] (a tick that did not simulate keeps the last
@@ -689,6 +691,8 @@ pub struct ClothLod {
     seen: Vec<Entity>,
     /// Scratch of a plan: the half-rate cloths in id order.
     half_rate: Vec<(LodId, Entity)>,
+    /// Scratch of a tick: each cloth's measured time and whether its state advanced.
+    timings: Vec<(Entity, f64, bool)>,
     ticks: u64,
     last_total_ms: f64,
     last_wall_ms: f64,
@@ -722,6 +726,7 @@ impl ClothLod {
             tracked: HashMap::new(),
             seen: Vec::new(),
             half_rate: Vec::new(),
+            timings: Vec::new(),
             ticks: 0,
             last_total_ms: 0.0,
             last_wall_ms: 0.0,
