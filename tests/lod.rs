@@ -78,6 +78,18 @@ impl Dwell {
     }
 }
 
+/// A 4 ms scheduler with a dwell of `dwell_s` and 64 capes (777 nodes, one class).
+fn capes_with_dwell(dwell_s: f64) -> (LodScheduler, Vec<LodId>) {
+    let mut s = LodScheduler::new(ClothBudget {
+        frame_ms: 4.0,
+        min_dwell_s: dwell_s,
+        ..Default::default()
+    })
+    .unwrap();
+    let ids = (0..64).map(|_| s.insert(0, 777)).collect();
+    (s, ids)
+}
+
 /// 64 cloths whose true cost per unit of work differs by up to 2x, at a 4 ms budget: after the
 /// first second (estimates learned) every tick's true total is within the budget, and the
 /// budget is used (over 70 % of it), although all 64 at the cheapest simulated rung would
@@ -146,13 +158,7 @@ fn no_cloth_changes_rung_twice_within_the_dwell() {
 /// estimates have learned it), without waiting out the dwell.
 #[test]
 fn a_cost_surge_steps_cloths_down_within_the_dwell() {
-    let mut s = LodScheduler::new(ClothBudget {
-        frame_ms: 4.0,
-        min_dwell_s: 5.0,
-        ..Default::default()
-    })
-    .unwrap();
-    let ids: Vec<LodId> = (0..64).map(|_| s.insert(0, 777)).collect();
+    let (mut s, ids) = capes_with_dwell(5.0);
     run(&mut s, &ids, &vec![0.01; 64], 600, 0, |_, k| -(k as f64));
     let totals = run(&mut s, &ids, &vec![0.02; 64], 60, 600, |_, k| -(k as f64));
     assert!(totals[0] > 4.0, "the surge shows: {}", totals[0]);
@@ -168,13 +174,7 @@ fn a_cost_surge_steps_cloths_down_within_the_dwell() {
 /// `a_cost_surge_steps_cloths_down_within_the_dwell`.)
 #[test]
 fn a_small_overrun_waits_out_the_dwell() {
-    let mut s = LodScheduler::new(ClothBudget {
-        frame_ms: 4.0,
-        min_dwell_s: 5.0,
-        ..Default::default()
-    })
-    .unwrap();
-    let ids: Vec<LodId> = (0..64).map(|_| s.insert(0, 777)).collect();
+    let (mut s, ids) = capes_with_dwell(5.0);
     let mut dwell = Dwell::new(&s, &ids, 5.0);
     let mut totals = Vec::new();
     for t in 0..900 {
