@@ -6,13 +6,15 @@
 //! * `stream_factor/{nodes}`: reading the factor's values and row indices forward and backward
 //!   with independent multiply-adds, the memory-traffic floor of a solve.
 //! * `frame/{nodes}`: a whole 1/60 s frame at the default budget (2 substeps x 5 L-BFGS).
-//! * `iteration/{nodes}` (up to 8k nodes): one substep-iteration at the console method (L-BFGS:
-//!   local step, solve, vector work, line search), what one more iteration adds to a frame: each
-//!   sample times as many frames at 1 substep x 5 iterations and at 1 x 1, alternating, and
-//!   reports their difference over 4.
-//! * `global_solve_lg/{nodes}` and `iteration_lg/{nodes}` (up to 8k nodes): the same at
-//!   local-global iterations (`SolverMethod::LocalGlobal`: the factor in `f64`, the
-//!   right-hand-side form), the method the tuner picks for most presets.
+//! * `iteration_aa/{nodes}` (up to 8k nodes): one substep-iteration of the local-global map
+//!   accelerated by Anderson mixing (`SolverMethod::Anderson`, history 5: local step, solve,
+//!   contact step, mixing), what one more iteration adds to a frame: each sample times as many
+//!   frames at 1 substep x 5 iterations and at 1 x 1, alternating, and reports their
+//!   difference over 4.
+//! * `iteration_lg/{nodes}`, `iteration_lbfgs/{nodes}`: the same for plain local-global and
+//!   for L-BFGS (history 5; local step, solve, vector work, line search).
+//! * `global_solve_lg/{nodes}` (up to 8k nodes): one solve with the `f64` factor of the
+//!   right-hand-side form (local-global and Anderson).
 //!
 //! Collision stages are in `benches/collide.rs`, many cloths in `benches/many.rs`.
 //! Run: `cargo bench --bench stages`.
@@ -75,7 +77,11 @@ fn bench_stages(c: &mut Criterion) {
             group.bench_function(id("global_solve_lg"), |b| {
                 b.iter(|| lg_stages.global_solve())
             });
-            for method in [SolverSettings::default().method, SolverMethod::LocalGlobal] {
+            for method in [
+                SolverMethod::Anderson { history: 5 },
+                SolverMethod::LocalGlobal,
+                SolverMethod::Lbfgs { history: 5 },
+            ] {
                 let split = |iterations| SolverSettings {
                     substeps: 1,
                     iterations,
@@ -87,8 +93,9 @@ fn bench_stages(c: &mut Criterion) {
                     settled_sheet_with(cells, split(1)),
                 );
                 let name = match method {
+                    SolverMethod::Anderson { .. } => "iteration_aa",
                     SolverMethod::LocalGlobal => "iteration_lg",
-                    _ => "iteration",
+                    _ => "iteration_lbfgs",
                 };
                 group.bench_function(id(name), |b| {
                     b.iter_custom(|n| {

@@ -22,7 +22,7 @@
 //! same over the converged window), `converged_seconds` (the window's length), `droop_error`
 //! where defined, and `step_ms_median` at the default budget; plus the overall `step_ms_median`.
 //!
-//! Run: `cargo run --release --example budget_sweep` (about three minutes on two cores: the
+//! Run: `cargo run --release --example budget_sweep [-- --method lg|aa|lbfgs]` (about three minutes on two cores: the
 //! Newton references refactor every iteration).
 
 #[path = "common/plot.rs"]
@@ -159,10 +159,6 @@ const NEWTON_ITERATIONS: u32 = 30;
 /// Reference substeps per frame (and twice as many for the convergence check).
 const REFERENCE_SUBSTEPS: u32 = 4;
 
-fn run(scene: &Scene, substeps: u32, iterations: u32) -> Run {
-    run_with(scene, substeps, iterations, SolverMethod::default())
-}
-
 fn run_with(scene: &Scene, substeps: u32, iterations: u32, method: SolverMethod) -> Run {
     let settings = SolverSettings {
         substeps,
@@ -235,8 +231,28 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
+/// The solver from `--method lg|aa|lbfgs` (default: the crate's default method).
+fn method_arg() -> Result<SolverMethod, Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    Ok(
+        match args
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .as_slice()
+        {
+            [] => SolverMethod::default(),
+            ["--method", "lg"] => SolverMethod::LocalGlobal,
+            ["--method", "aa"] => SolverMethod::Anderson { history: 5 },
+            ["--method", "lbfgs"] => SolverMethod::Lbfgs { history: 5 },
+            _ => return Err("usage: budget_sweep [--method lg|aa|lbfgs]".into()),
+        },
+    )
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    println!("isocloth budget sweep: {FRAMES} frames at 60 Hz per run, L-BFGS (default method)");
+    let method = method_arg()?;
+    println!("isocloth budget sweep: {FRAMES} frames at 60 Hz per run, {method:?}");
     let mut out = Map::new();
     out.insert("iterations".into(), json!(BUDGETS));
     let mut strain_lines = Vec::new();
@@ -290,7 +306,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut default_ms = 0.0;
         for &n in &BUDGETS {
             let (sub, it) = split(n);
-            let mut r = run(scene, sub, it);
+            let mut r = run_with(scene, sub, it, method);
             let err = trajectory_error(&r, &reference, scene.size, FRAMES);
             let err_conv = trajectory_error(&r, &reference, scene.size, window);
             let d = if scene.droop_defined() {

@@ -61,7 +61,7 @@ pub use contact::{collision, limits, self_contact};
 #[doc(hidden)]
 pub use dynamics::stages;
 pub use dynamics::{aero, energy, equilibrium, integrator, measures, model, workspace};
-pub(crate) use dynamics::{factor, lanes, pipeline, solver, sparse};
+pub(crate) use dynamics::{anderson, factor, lanes, pipeline, solver, sparse};
 #[cfg(feature = "ecs")]
 pub use engine::{ecs, scenario};
 pub use engine::{lod, tuning, worker};

@@ -178,7 +178,8 @@ fn red_black_strip_locks_far_less_than_the_plain_mesh() {
 /// each other at almost no cost, and without the render-edge term the rendered mesh of the
 /// two-pin square released from horizontal stretches by tens of percent within 2 s (measured:
 /// 65 % at the default 2 x 5 budget). With the default render-edge stiffness the worst max strain
-/// over those 2 s stays below 1 % (measured: 0.58 %) and the worst mean below 0.1 %.
+/// over those 2 s stays below 1.5 % (measured 1.25 % with the accelerated local-global map, 0.58 %
+/// with L-BFGS, the default before 2026-11-27) and the worst mean below 0.1 % (0.066 %).
 #[test]
 fn render_edge_term_suppresses_twist_mode_strain() {
     let worst = |stiffness: f64| {
@@ -191,7 +192,10 @@ fn render_edge_term_suppresses_twist_mode_strain() {
     let (off, _) = worst(0.0);
     let (on, on_mean) = worst(Material::default().render_edge_stiffness);
     assert!(off > 0.1, "without the term: {off}");
-    assert!(on < 0.01 && on_mean < 1e-3, "with the term: {on} {on_mean}");
+    assert!(
+        on < 0.015 && on_mean < 1e-3,
+        "with the term: {on} {on_mean}"
+    );
 }
 
 /// Centre of mass per frame of a 0.5 m two-pin square (6 x 6 base cells, leather: k_b = 1e-2)

@@ -56,17 +56,15 @@ fn worst_crossings(cloth: &mut Cloth, colliders: &ColliderSet, frames: usize) ->
     worst
 }
 
-/// A sheet dropped edge first folds onto itself on the ground. Without self-collision its
-/// layers pass through each other (over 20 crossed triangle pairs at some frame); with it, no
-/// pair of triangles crosses at the end of any step over 2 s, for two turns of the drop.
+/// A sheet dropped edge first folds onto itself on the ground: with self-collision no pair of
+/// triangles crosses at the end of any step over 2 s, for two turns of the drop. (Without it
+/// the layers used to pass through each other, over 20 crossed pairs at some frame; since the
+/// contact gives no bounce and sticking nodes keep their anchors,
+/// `docs/lab/2026-11-27-one-iteration.md`, the sheet lands calmly and crosses itself in 0-1
+/// pairs without self-collision too, so this scene no longer shows the need: the squeezed tube
+/// below does.)
 #[test]
 fn a_sheet_folding_onto_itself_on_the_ground_never_crosses_itself() {
-    let (mut cloth, colliders) = tilted_sheet(0.6);
-    let off = worst_crossings(&mut cloth, &colliders, 120);
-    assert!(
-        off > 20,
-        "the scene must fold through itself without: {off}"
-    );
     for turn in [0.6, 1.1] {
         let (mut cloth, colliders) = tilted_sheet(turn);
         cloth.set_self_collision(on()).unwrap();

@@ -181,6 +181,7 @@ const EVERY_STRUCT: &[&str] = &[
     // Presets and configuration.
     "BudgetPreset",
     "Lbfgs",
+    "Anderson",
     "ClothConfig",
     "ContactSettings",
     "Aerodynamics",

@@ -584,6 +584,8 @@ pub(crate) struct SelfContact {
     w_max: f64,
     /// Pairs that pushed or were pushed apart, and nodes sent back, in the last pass.
     pub(crate) impacts: usize,
+    /// The pairs' forces saved by [`SelfContact::save_forces`].
+    saved: Vec<f64>,
 }
 
 /// How far beyond its predicted path a node may wander during the iterations and still meet
@@ -836,6 +838,19 @@ impl SelfContact {
                     node_force[p.nodes[k] as usize] += p.coef[k] * p.force * p.normal;
                 }
             }
+        }
+    }
+
+    /// Saves the pairs' forces (see `ContactPass::save_forces`).
+    pub(crate) fn save_forces(&mut self) {
+        self.saved.clear();
+        self.saved.extend(self.pairs.iter().map(|p| p.force));
+    }
+
+    /// Puts back the pairs' forces of the last [`SelfContact::save_forces`].
+    pub(crate) fn restore_forces(&mut self) {
+        for (p, &f) in self.pairs.iter_mut().zip(&self.saved) {
+            p.force = f;
         }
     }
 

@@ -9,6 +9,7 @@
 //! elements at a time.
 
 pub mod aero;
+pub(crate) mod anderson;
 pub mod energy;
 pub mod equilibrium;
 pub(crate) mod factor;

@@ -14,7 +14,7 @@ use crate::integrator::{History, Scheme, predict, velocity};
 use crate::limits::LimitFrame;
 use crate::model::{ClothModel, SolverSettings};
 use crate::self_contact::SelfFrame;
-use crate::solver::{Contact, solve_substep};
+use crate::solver::{Contact, contact_displacement, solve_substep};
 use crate::workspace::Workspace;
 
 /// Positions and velocities of a cloth, now and one substep back (what BDF2 needs).
@@ -186,6 +186,43 @@ pub(crate) fn substep(
         st.prev_positions[i] = st.positions[i];
         st.positions[i] = ws.x_new[i];
     }
+    // The velocity the contact forces may give (split impulses): a force may stop a node's
+    // motion along its push, not throw it. `u = K^-1 r` is how far the forces moved each node
+    // in the last solve (the whole cloth answers a push: the flap beyond a bar's contact line
+    // is lifted with it while the iterations have not yet let it bend); the velocity without
+    // it is `v - c u / h` (`c` the scheme's weight of the new position), and along `u` the
+    // node keeps at most the larger of that and zero. A sheet dropped on a bar then rests
+    // where it lands instead of leaving with the lift (`ContactSettings::split_impulses`,
+    // docs/lab/2026-11-27-one-iteration.md).
+    let split = inputs.contact.split_impulses
+        && ws.contact_pass.active()
+        && ws.contact_pass.node_force.iter().any(|f| *f != DVec3::ZERO)
+        && contact_displacement(model, &ws.contact_pass.node_force, &mut ws.scratch);
+    let mut split_any = false;
+    if split {
+        let weight = match vscheme {
+            Scheme::BackwardEuler => 1.0,
+            Scheme::Bdf2 => 1.5,
+        };
+        for &node in &model.free_nodes {
+            let i = node as usize;
+            let u = ws.scratch.response[i];
+            let len = u.length();
+            if len <= SPLIT_MIN_DISPLACEMENT {
+                continue;
+            }
+            let n = u / len;
+            let v = st.velocities[i];
+            let along = v.dot(n);
+            let free = along - weight * len / h;
+            let keep = free.max(0.0);
+            if along > keep {
+                st.velocities[i] = v - (along - keep) * n;
+                ws.split[i] = true;
+                split_any = true;
+            }
+        }
+    }
     // Contact is inelastic: a node on a body leaves the substep with the body's normal
     // velocity, neither approaching it nor thrown off by the push that resolved it.
     for &(i, n, body_move) in &ws.contact_pass.touched {
@@ -200,10 +237,26 @@ pub(crate) fn substep(
             st.prev_velocities[i] = st.velocities[i];
             st.prev_positions[i] = st.positions[i] - h * st.velocities[i];
         }
+    } else if split_any {
+        // The same for the nodes whose velocity the split changed (BDF2 would otherwise
+        // differentiate the lift back in).
+        for (i, split) in ws.split.iter_mut().enumerate() {
+            if std::mem::take(split) {
+                st.prev_velocities[i] = st.velocities[i];
+                st.prev_positions[i] = st.positions[i] - h * st.velocities[i];
+            }
+        }
+    }
+    if impact && split_any {
+        ws.split.fill(false);
     }
     st.has_history = true;
     finite
 }
+
+/// Smallest contact displacement (metres) in a substep whose direction the velocity split
+/// trusts.
+const SPLIT_MIN_DISPLACEMENT: f64 = 1e-9;
 
 /// Strain the inertial prediction may add to a red triangle edge beyond what it already has.
 const PREDICTION_STRAIN_TOLERANCE: f64 = 1e-3;

@@ -30,6 +30,7 @@
 
 use glam::{DVec2, DVec3, Vec3};
 
+use crate::anderson::Anderson;
 use crate::collision::ContactPass;
 use crate::energy::{deformation_gradient, nearest_rotation};
 use crate::error::ClothError;
@@ -43,6 +44,14 @@ use crate::sparse::CsrMatrix;
 const MAX_BACKTRACKS: u32 = 6;
 /// Armijo sufficient-decrease constant.
 const ARMIJO: f64 = 1e-4;
+/// Anderson mixing refuses a mixed input whose fixed-point residual `|G(x) - x|` is more than
+/// this many times the last accepted one's. Not 1: plain local-global is not monotone in its
+/// residual either (on the banner in wind, 7.2e-3 -> 8.0e-3 m between its second and fourth
+/// iteration), and a strict test refused a mixed input in 726 of the banner's 1,500
+/// iterations: 2 x 5 strained 10.4 %, worse than plain local-global's 8.1 %. At 2 (and 3, or
+/// none) 5.4-5.6 %; the contact gallery's console column passes 28 of 35 cells at 2, 3 and
+/// without a safeguard, 26 with the strict one (docs/lab/2026-11-27-one-iteration.md).
+const REFUSE_GROWTH: f64 = 2.0;
 
 /// Preallocated buffers of the substep loop (held by a [`crate::workspace::Workspace`]).
 #[derive(Debug, Default)]
@@ -69,6 +78,9 @@ pub(crate) struct Scratch {
     pub origin: DVec3,
     /// L-BFGS vectors over the free nodes in the factor's ordering.
     pub lbfgs: Lbfgs,
+    /// Anderson mixing's vectors over the free nodes in the factor's ordering (sized on first
+    /// use).
+    pub anderson: Anderson,
     /// Per contact candidate: moved by the last contact pass.
     pub moved: Vec<bool>,
     /// The contact normals and their solve, in node order (sized on first use).
@@ -182,8 +194,9 @@ pub(crate) fn solve_substep(
         }
         // One L-BFGS iteration is exactly the local-global step (no pairs yet, taken whole);
         // the local-global form skips the energy and gradient evaluations around it.
-        SolverMethod::LocalGlobal | SolverMethod::Lbfgs { .. }
-            if one_step && factor.precision() == FactorPrecision::Double =>
+        SolverMethod::LocalGlobal | SolverMethod::Lbfgs { .. } | SolverMethod::Anderson { .. }
+            if (one_step || matches!(model.settings.method, SolverMethod::Anderson { .. }))
+                && factor.precision() == FactorPrecision::Double =>
         {
             // Constant right-hand side: M (x~ - o) / h~^2 - S_FP (x_P - o) (free rows only are
             // read).
@@ -192,12 +205,26 @@ pub(crate) fn solve_substep(
                 model.masses[i] * inv_ht2 * (x_tilde[i] - origin)
             });
             scratch.x_tilde = x_tilde;
-            local_global(model, symbolic, factor, iterations, x, scratch, contact)
+            match model.settings.method {
+                SolverMethod::Anderson { history } if iterations > 1 => anderson(
+                    model,
+                    symbolic,
+                    factor,
+                    iterations,
+                    history as usize,
+                    x,
+                    scratch,
+                    contact,
+                ),
+                _ => local_global(model, symbolic, factor, iterations, x, scratch, contact),
+            }
         }
         method => {
             let history = match method {
                 SolverMethod::Lbfgs { history } => history as usize,
-                SolverMethod::LocalGlobal | SolverMethod::Newton => 0,
+                SolverMethod::LocalGlobal
+                | SolverMethod::Newton
+                | SolverMethod::Anderson { .. } => 0,
             };
             lbfgs(
                 model, symbolic, factor, inv_ht2, iterations, history, x, scratch, contact,
@@ -351,39 +378,124 @@ fn local_global(
     scratch: &mut Scratch,
     contact: &mut Contact<'_>,
 ) {
-    let ModelFactor::Double(rhs_factor) = factor else {
-        unreachable!("the right-hand-side form runs only on an f64 factor (`solve_substep`)");
-    };
     scratch
         .solve
         .double
         .resize(model.free_nodes.len(), Lane4::default());
-    let active = contact.pass.active();
     for _ in 0..iterations {
-        project_and_assemble(model, x, scratch);
-        if active {
-            // The contact forces join the right-hand side: `K x = b + r`.
-            let force = &contact.pass.node_force;
-            for (b, &node) in scratch.solve.double.iter_mut().zip(&model.solve_order) {
-                *b = Lane4::from_vec(scratch.rhs[node as usize] + force[node as usize]);
-            }
-        } else {
-            for (b, &node) in scratch.solve.double.iter_mut().zip(&model.solve_order) {
-                *b = Lane4::from_vec(scratch.rhs[node as usize]);
-            }
+        local_global_map(model, symbolic, factor, x, scratch, contact);
+    }
+}
+
+/// The product's iteration, the map `G`: local step at `x`, global solve with the contact
+/// forces in the right-hand side (`K x = b + r`), then the coupled contact step (or, while
+/// self-contact pairs are active, the per-node update). Leaves `G(x)` in `x` and the forces it
+/// produced in the contact pass. `scratch.solve.double` must be sized for the free nodes.
+fn local_global_map(
+    model: &ClothModel,
+    symbolic: &SymbolicFactor,
+    factor: &ModelFactor,
+    x: &mut [DVec3],
+    scratch: &mut Scratch,
+    contact: &mut Contact<'_>,
+) {
+    let ModelFactor::Double(rhs_factor) = factor else {
+        unreachable!("the right-hand-side form runs only on an f64 factor (`solve_substep`)");
+    };
+    let active = contact.pass.active();
+    project_and_assemble(model, x, scratch);
+    if active {
+        // The contact forces join the right-hand side: `K x = b + r`.
+        let force = &contact.pass.node_force;
+        for (b, &node) in scratch.solve.double.iter_mut().zip(&model.solve_order) {
+            *b = Lane4::from_vec(scratch.rhs[node as usize] + force[node as usize]);
         }
-        rhs_factor.solve_lanes(symbolic, &mut scratch.solve.double);
-        for (b, &node) in scratch.solve.double.iter().zip(&model.solve_order) {
-            x[node as usize] = b.vec() + scratch.origin;
-        }
-        if active {
-            if !contact.pass.self_contact.active() {
-                contact_step(model, symbolic, factor, x, scratch, contact);
-            } else {
-                contact_iteration(model, symbolic, factor, x, scratch, contact);
-            }
+    } else {
+        for (b, &node) in scratch.solve.double.iter_mut().zip(&model.solve_order) {
+            *b = Lane4::from_vec(scratch.rhs[node as usize]);
         }
     }
+    rhs_factor.solve_lanes(symbolic, &mut scratch.solve.double);
+    for (b, &node) in scratch.solve.double.iter().zip(&model.solve_order) {
+        x[node as usize] = b.vec() + scratch.origin;
+    }
+    if active {
+        if !contact.pass.self_contact.active() {
+            contact_step(model, symbolic, factor, x, scratch, contact);
+        } else {
+            contact_iteration(model, symbolic, factor, x, scratch, contact);
+        }
+    }
+}
+
+/// `iterations` evaluations of the map `G` ([`local_global_map`]) accelerated by Anderson
+/// mixing with `history` differences ([`crate::anderson`]). Each evaluation after the first is
+/// at the mixed input; an input whose output has a larger fixed-point residual `|G(x) - x|`
+/// than the last accepted output's is refused: the contact forces go back to what they were
+/// before it, the next evaluation is at the last accepted output, and the history is cleared
+/// (the refused evaluation counts against the budget, so the cost stays fixed). The history is
+/// also cleared when the contact set changes. On exit `x` and the contact forces are the pair
+/// `G` produced at its last accepted evaluation.
+#[allow(clippy::too_many_arguments)]
+fn anderson(
+    model: &ClothModel,
+    symbolic: &SymbolicFactor,
+    factor: &ModelFactor,
+    iterations: u32,
+    history: usize,
+    x: &mut [DVec3],
+    scratch: &mut Scratch,
+    contact: &mut Contact<'_>,
+) {
+    scratch
+        .solve
+        .double
+        .resize(model.free_nodes.len(), Lane4::default());
+    let mut aa = std::mem::take(&mut scratch.anderson);
+    aa.ensure(model.free_nodes.len(), history);
+    let origin = scratch.origin;
+    let order = &model.solve_order;
+    aa.set_input(order.iter().map(|&n| x[n as usize] - origin));
+    let mut judged = false;
+    let mut set = contact.pass.contact_set_key();
+    for k in 0..iterations {
+        if judged {
+            contact.pass.save_forces();
+        }
+        local_global_map(model, symbolic, factor, x, scratch, contact);
+        let residual = aa.residual(order.iter().map(|&n| x[n as usize] - origin));
+        // A non-finite residual is refused too.
+        let within = residual < REFUSE_GROWTH * REFUSE_GROWTH * aa.prev_residual;
+        if judged && !within {
+            // Refused: back to the last accepted pair.
+            contact.pass.restore_forces();
+            aa.clear();
+            for (&n, &v) in order.iter().zip(aa.accepted()) {
+                x[n as usize] = v + origin;
+            }
+            aa.set_input(order.iter().map(|&n| x[n as usize] - origin));
+            judged = false;
+            continue;
+        }
+        let now = contact.pass.contact_set_key();
+        if now != set {
+            aa.restart();
+            set = now;
+        }
+        aa.accept(
+            order.iter().map(|&n| x[n as usize] - origin),
+            residual,
+            history,
+        );
+        if k + 1 == iterations {
+            break;
+        }
+        judged = aa.mix();
+        for (&n, &v) in order.iter().zip(aa.input()) {
+            x[n as usize] = v + origin;
+        }
+    }
+    scratch.anderson = aa;
 }
 
 /// The coupled contact step after a global solve (iterations with body contact and no
@@ -440,6 +552,34 @@ fn contact_step(
         x[node as usize] += alpha * *z;
     }
     pass.take_step(alpha);
+}
+
+/// The displacement the contact forces `force` (node order, every node) cause in a global
+/// solve, `K^-1 r`, left in `scratch.response` (node order; zero at pinned nodes). Returns
+/// false where there is nothing to solve (every node pinned). One solve with the constant
+/// factor; used after the iterations to tell the motion the contact gave from the rest
+/// ([`crate::pipeline`]'s velocity split).
+pub(crate) fn contact_displacement(
+    model: &ClothModel,
+    force: &[DVec3],
+    scratch: &mut Scratch,
+) -> bool {
+    let (Some(symbolic), Some(factor)) = (model.symbolic.as_ref(), model.factor.as_ref()) else {
+        return false;
+    };
+    scratch
+        .response_perm
+        .resize(model.free_nodes.len(), DVec3::ZERO);
+    gather_gradient(model, force, &mut scratch.response_perm);
+    let mut solve = std::mem::take(&mut scratch.solve);
+    factor.solve_permuted(symbolic, &mut scratch.response_perm, &mut solve);
+    scratch.solve = solve;
+    scratch.response.clear();
+    scratch.response.resize(force.len(), DVec3::ZERO);
+    for (u, &node) in scratch.response_perm.iter().zip(&model.solve_order) {
+        scratch.response[node as usize] = *u;
+    }
+    true
 }
 
 /// Energy of every term at `x` and its gradient `sum_c w_c A_c^T (A_c x - p_c)` added to

@@ -33,6 +33,9 @@ pub struct Workspace {
     /// appears.
     pub(crate) last_good: Vec<DVec3>,
     pub(crate) contact_pass: ContactPass,
+    /// Per node, whether the contact velocity split changed its velocity this substep (all
+    /// false between substeps).
+    pub(crate) split: Vec<bool>,
 }
 
 impl Workspace {
@@ -46,6 +49,7 @@ impl Workspace {
         let n = model.mesh.node_count();
         self.scratch.ensure(model);
         self.x_new.resize(n, DVec3::ZERO);
+        self.split.resize(n, false);
     }
 }
 

@@ -167,6 +167,10 @@ enum StrictSolverMethod {
         history: u32,
     },
     Newton,
+    Anderson {
+        #[serde(deserialize_with = "count::<_, 1, 16>")]
+        history: u32,
+    },
 }
 
 impl Default for BudgetPreset {
@@ -176,17 +180,18 @@ impl Default for BudgetPreset {
 }
 
 impl BudgetPreset {
-    /// Phones: 1 substep x 5 iterations, local-global (no line search).
+    /// Phones: 1 substep x 5 iterations of the accelerated local-global map
+    /// ([`SolverMethod::Anderson`]).
     pub fn mobile() -> Self {
         Self {
             name: "mobile".into(),
             substeps: 1,
             iterations: 5,
-            method: SolverMethod::LocalGlobal,
+            method: SolverMethod::Anderson { history: 5 },
         }
     }
 
-    /// Consoles: the crate's default, 2 x 5 with L-BFGS.
+    /// Consoles: the crate's default, 2 x 5 of the accelerated local-global map.
     pub fn console() -> Self {
         let s = SolverSettings::default();
         Self {
@@ -197,13 +202,13 @@ impl BudgetPreset {
         }
     }
 
-    /// Desktop PCs: 4 x 10 with L-BFGS.
+    /// Desktop PCs: 4 x 10 of the accelerated local-global map.
     pub fn desktop() -> Self {
         Self {
             name: "desktop".into(),
             substeps: 4,
             iterations: 10,
-            method: SolverMethod::Lbfgs { history: 5 },
+            method: SolverMethod::Anderson { history: 5 },
         }
     }
 

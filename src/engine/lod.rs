@@ -200,7 +200,7 @@ pub struct ClothBudget {
 
 impl Default for ClothBudget {
     fn default() -> Self {
-        let lbfgs = SolverMethod::Lbfgs { history: 5 };
+        let aa = SolverMethod::Anderson { history: 5 };
         Self {
             frame_ms: 2.0,
             parallelism: 1.0,
@@ -208,22 +208,22 @@ impl Default for ClothBudget {
                 Rung::Simulate {
                     substeps: 4,
                     iterations: 10,
-                    method: lbfgs,
+                    method: aa,
                 },
                 Rung::Simulate {
                     substeps: 2,
                     iterations: 5,
-                    method: lbfgs,
+                    method: aa,
                 },
                 Rung::Simulate {
                     substeps: 1,
                     iterations: 5,
-                    method: SolverMethod::LocalGlobal,
+                    method: aa,
                 },
                 Rung::HalfRate {
                     substeps: 2,
                     iterations: 3,
-                    method: SolverMethod::LocalGlobal,
+                    method: aa,
                 },
                 Rung::FollowSkin,
                 Rung::Sleep,

@@ -68,6 +68,7 @@ impl Candidate {
         let m = match self.method {
             SolverMethod::LocalGlobal => "lg",
             SolverMethod::Lbfgs { .. } => "lbfgs",
+            SolverMethod::Anderson { .. } => "aa",
             SolverMethod::Newton => "newton",
         };
         format!("{}x{} {m}", self.substeps, self.iterations)
@@ -78,6 +79,7 @@ impl Candidate {
         match self.method {
             SolverMethod::LocalGlobal => "LocalGlobal".into(),
             SolverMethod::Lbfgs { history } => format!("Lbfgs(history: {history})"),
+            SolverMethod::Anderson { history } => format!("Anderson(history: {history})"),
             SolverMethod::Newton => "Newton".into(),
         }
     }

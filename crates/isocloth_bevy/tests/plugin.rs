@@ -608,7 +608,9 @@ fn split_box(e: Vec3) -> Mesh {
 /// at every edge (24 vertices) welds into a closed, solid 8-vertex triangle mesh, and as that
 /// mesh, as the convex hull of its vertices, or as the `Cuboid` itself it holds a 0.5 m sheet
 /// let go 1 cm above its 0.6 m top: after 1 s every vertex lies flat on the top, 5 mm (the
-/// thickness) above it to 2 mm, and the three runs agree to 1 mm.
+/// thickness) above it to 2 mm, and the three runs agree to 5 mm (measured 3 mm: a node sticks
+/// where it first lands, `ContactForce::anchor`, so the shapes' slightly different first
+/// contacts stay in the drape; 1 mm before sticking anchors).
 #[test]
 fn colliders_built_from_mesh_assets_hold_the_cloth() {
     let e = Vec3::new(0.3, 0.2, 0.3);
@@ -647,7 +649,7 @@ fn colliders_built_from_mesh_assets_hold_the_cloth() {
         .zip(&finals[1])
         .chain(finals[0].iter().zip(&finals[2]))
     {
-        assert!(a.distance(*b) < 1e-3, "{a} against {b}");
+        assert!(a.distance(*b) < 5e-3, "{a} against {b}");
     }
 }
 

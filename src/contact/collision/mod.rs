@@ -592,6 +592,16 @@ pub struct ContactSettings {
     /// substep. Nodes that enter a body during a substep are always stopped at its surface.
     /// Default 1.
     pub max_depenetration_speed: f64,
+    /// Split impulses: the contact forces may stop a node's motion along the displacement
+    /// they cause (`K^-1 r`), not throw it: after the iterations, along that displacement each
+    /// node keeps at most the larger of zero and the velocity it would have had without it.
+    /// With a fixed iteration budget the global solve answers a push with the whole cloth (the
+    /// flap beyond a bar's contact line is lifted with it before the local steps let it bend),
+    /// and without the split a sheet dropped on a bar leaves with that lift and slides off.
+    /// It also damps motion the body's support passes through the cloth: a frictionless sheet
+    /// dropped off-centre on a bar can balance on it instead of sliding off
+    /// (`docs/lab/2026-11-27-one-iteration.md`). Default true.
+    pub split_impulses: bool,
 }
 
 impl Default for ContactSettings {
@@ -601,6 +611,7 @@ impl Default for ContactSettings {
             friction: 0.3,
             enabled: true,
             max_depenetration_speed: 1.0,
+            split_impulses: true,
         }
     }
 }
@@ -635,6 +646,12 @@ pub struct ContactForce {
     pub body: u32,
     /// Force on the node in newtons (world frame): normal and friction parts.
     pub force: DVec3,
+    /// Where the node sticks (static friction), in the body's own frame: while the friction
+    /// force stays inside the Coulomb cone, the node's slip is measured from this point from
+    /// substep to substep, so that the drift an unconverged iteration leaves is pulled back
+    /// instead of adding up. `None` for a sliding node. Default `None` (older snapshots).
+    #[serde(default)]
+    pub anchor: Option<DVec3>,
 }
 
 /// One collider posed for a query, with its parry shape inflated by the cloth thickness, or
@@ -970,8 +987,12 @@ pub(crate) struct Candidate {
     prev_gap: f64,
     /// Where the node began the substep, in the body's frame at the substep's start.
     p0: DVec3,
-    /// That point carried with the body to the substep's end (world): slip is measured from it.
-    carried: DVec3,
+    /// The point slip is measured from, carried with the body to the substep's end (world):
+    /// `p0`, or for a node that stuck at the end of the last substep its anchor
+    /// ([`ContactForce::anchor`]).
+    anchor: DVec3,
+    /// The anchor in the body's frame (NaN: the node did not stick, `anchor` is `carried`).
+    anchor_local: DVec3,
     /// [`Body::start_depth`] of `p0`.
     start: Option<f64>,
     /// Compliance after the overshoots seen this substep (see [`ContactPass::update`]).
@@ -1012,7 +1033,8 @@ impl Candidate {
             overshoot: 0.0,
             step: DVec3::ZERO,
             p0,
-            carried,
+            anchor: carried,
+            anchor_local: DVec3::NAN,
             start,
             measured_at: carried,
             clear,
@@ -1025,10 +1047,10 @@ impl Candidate {
         x.distance_squared(self.measured_at) < self.clear * self.clear
     }
 
-    /// The node's motion over the substep relative to the surface point it started on,
-    /// tangential to the current normal, for the node at `x`.
+    /// The node's motion relative to the surface point it started the substep on (or, for a
+    /// node that sticks, its anchor), tangential to the current normal, for the node at `x`.
     fn slip(&self, x: DVec3) -> DVec3 {
-        let rel = x - self.carried;
+        let rel = x - self.anchor;
         rel - rel.dot(self.normal) * self.normal
     }
 }
@@ -1075,6 +1097,14 @@ struct Surface {
     /// Whether the point is inside.
     inside: bool,
 }
+
+/// A friction force below this fraction of the Coulomb limit `mu r_n` at a substep's end
+/// counts as sticking: the node keeps its anchor ([`ContactForce::anchor`]).
+const STICK: f64 = 0.99;
+
+/// Farthest (metres) a sticking node's start may be from its anchor before the anchor is
+/// dropped (the node then slips from where it starts the substep, as a sliding node does).
+const MAX_ANCHOR_SLIP: f64 = 0.01;
 
 /// Rounding allowance (metres) of [`clear_radius`]: the `f32` shape queries of parry3d are
 /// accurate to well under it.
@@ -1146,6 +1176,9 @@ pub(crate) struct ContactPass {
     /// none); the next substep starts from them.
     warm_force: Vec<DVec3>,
     warm_body: Vec<u32>,
+    /// Per node, its sticking anchor in the warm body's frame (NaN: none; see
+    /// [`ContactForce::anchor`]).
+    warm_anchor: Vec<DVec3>,
     /// Size of the contact set when the collective compliance was last measured this substep.
     response_set: usize,
     /// Largest collective compliance of the last measurement.
@@ -1164,6 +1197,10 @@ pub(crate) struct ContactPass {
     pub(crate) self_contact: SelfContact,
     /// Self-contact pairs engaged at the last [`ContactPass::measure`].
     self_engaged: usize,
+    /// Forces saved by [`ContactPass::save_forces`]: per candidate, then the node sums.
+    saved_force: Vec<DVec3>,
+    saved_node_force: Vec<DVec3>,
+    saved_limit_pushing: bool,
 }
 
 impl std::fmt::Debug for Body {
@@ -1281,15 +1318,18 @@ impl ContactPass {
         self.touched.clear();
         self.warm_force.clear();
         self.warm_body.clear();
+        self.warm_anchor.clear();
         self.node_force.clear();
         if bodies {
             self.warm_force.resize(nodes, DVec3::ZERO);
             self.warm_body.resize(nodes, u32::MAX);
+            self.warm_anchor.resize(nodes, DVec3::NAN);
             for f in forces {
                 let i = f.node as usize;
                 if i < nodes {
                     self.warm_force[i] = f.force;
                     self.warm_body[i] = f.body;
+                    self.warm_anchor[i] = f.anchor.unwrap_or(DVec3::NAN);
                 }
             }
         }
@@ -1316,12 +1356,19 @@ impl ContactPass {
         std::mem::swap(&mut self.cache, cache);
         std::mem::swap(&mut self.limit_warm, limit_forces);
         forces.clear();
-        for (i, (&body, &force)) in self.warm_body.iter().zip(&self.warm_force).enumerate() {
+        for (i, ((&body, &force), &anchor)) in self
+            .warm_body
+            .iter()
+            .zip(&self.warm_force)
+            .zip(&self.warm_anchor)
+            .enumerate()
+        {
             if body != u32::MAX {
                 forces.push(ContactForce {
                     node: i as u32,
                     body,
                     force,
+                    anchor: anchor.is_finite().then_some(anchor),
                 });
             }
         }
@@ -1382,6 +1429,7 @@ impl ContactPass {
         if self.near.is_empty() {
             self.warm_force.fill(DVec3::ZERO);
             self.warm_body.fill(u32::MAX);
+            self.warm_anchor.fill(DVec3::NAN);
             if self.limits.is_empty() {
                 return;
             }
@@ -1473,8 +1521,13 @@ impl ContactPass {
                 };
                 let (depth, clear) = b1.start_query(p0);
                 let start = (p0, b1.pose.transform_point(p0), depth, clear);
-                self.candidates
-                    .push(Candidate::new(i, c, false, force, start));
+                let mut candidate = Candidate::new(i, c, false, force, start);
+                let anchor = self.warm_anchor[i as usize];
+                if warm && anchor.is_finite() && anchor.distance(p0) < MAX_ANCHOR_SLIP {
+                    candidate.anchor_local = anchor;
+                    candidate.anchor = b1.pose.transform_point(anchor);
+                }
+                self.candidates.push(candidate);
             }
         }
     }
@@ -1489,6 +1542,44 @@ impl ContactPass {
         for c in &self.candidates {
             self.node_force[c.node as usize] += c.force;
         }
+    }
+
+    /// Saves the contact forces (candidates', self-contact pairs' and their node sums), for an
+    /// iteration that may have to go back to them ([`ContactPass::restore_forces`]). Reuses
+    /// its buffers: allocates only while they grow.
+    pub fn save_forces(&mut self) {
+        self.saved_force.clear();
+        self.saved_force
+            .extend(self.candidates.iter().map(|c| c.force));
+        self.saved_node_force.clear();
+        self.saved_node_force.extend_from_slice(&self.node_force);
+        self.saved_limit_pushing = self.limit_pushing;
+        self.self_contact.save_forces();
+    }
+
+    /// Puts back the forces of the last [`ContactPass::save_forces`] (the candidates are those
+    /// of the same substep).
+    pub fn restore_forces(&mut self) {
+        for (c, &f) in self.candidates.iter_mut().zip(&self.saved_force) {
+            c.force = f;
+        }
+        self.node_force.copy_from_slice(&self.saved_node_force);
+        self.limit_pushing = self.saved_limit_pushing;
+        self.self_contact.restore_forces();
+    }
+
+    /// A key of the contact set at the last [`ContactPass::measure`]: which candidates were
+    /// engaged, and how many self-contact pairs. Equal keys mean, but for a hash collision, the
+    /// same set; an accelerated iteration clears its history when the key changes.
+    pub fn contact_set_key(&self) -> u64 {
+        // FNV-1a over the engaged candidates' indices.
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for (k, c) in self.candidates.iter().enumerate() {
+            if c.engaged {
+                h = (h ^ k as u64).wrapping_mul(0x0100_0000_01b3);
+            }
+        }
+        (h ^ self.self_engaged as u64).wrapping_mul(0x0100_0000_01b3)
     }
 
     /// Whether any candidates or self-contact pairs exist this substep.
@@ -1863,9 +1954,11 @@ impl ContactPass {
         for &(i, _, _) in &self.touched {
             self.was_touching[i as usize] = true;
         }
-        // Warm start of the next substep: each node's strongest pushing contact.
+        // Warm start of the next substep: each node's strongest pushing contact, and where it
+        // sticks if its friction force ended inside the cone.
         self.warm_body.fill(u32::MAX);
         self.warm_force.fill(DVec3::ZERO);
+        self.warm_anchor.fill(DVec3::NAN);
         for c in self.candidates.iter().filter(|c| !c.limit) {
             let i = c.node as usize;
             if c.force != DVec3::ZERO
@@ -1874,6 +1967,18 @@ impl ContactPass {
             {
                 self.warm_body[i] = c.body;
                 self.warm_force[i] = c.force;
+                let rn = c.force.dot(c.normal);
+                let rt = (c.force - rn * c.normal).length();
+                let sticks = self.friction > 0.0 && rn > 0.0 && rt < STICK * self.friction * rn;
+                self.warm_anchor[i] = if !sticks {
+                    DVec3::NAN
+                } else if c.anchor_local.is_finite() {
+                    c.anchor_local
+                } else {
+                    self.bodies1[c.body as usize]
+                        .pose
+                        .inverse_transform_point(x[i])
+                };
             }
         }
         // Guard: the actual paths against the swept boxes of the nearby bodies, but for the
@@ -1969,7 +2074,8 @@ mod tests {
             measured: false,
             prev_gap: f64::NAN,
             p0: DVec3::ZERO,
-            carried: DVec3::ZERO,
+            anchor: DVec3::ZERO,
+            anchor_local: DVec3::NAN,
             start: None,
             overshoot: 0.0,
             step: DVec3::ZERO,
