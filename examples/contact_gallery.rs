@@ -1,8 +1,8 @@
 //! Contact scenes (drops on bars, a sphere and the ground, a tilting bar, fast limbs, the cape) at three budget presets, checked against the contact bounds (about 4 minutes).
 //!
 //! A gallery of contact scenes, each run at the mobile, console and desktop budget presets
-//! (`BudgetPreset::mobile()` 1 x 5 local-global, `console()` 2 x 5 L-BFGS, `desktop()` 4 x 10
-//! L-BFGS), at 60 Hz with the default material:
+//! (`BudgetPreset::mobile()` 1 x 5, `console()` 2 x 5, `desktop()` 4 x 10, each of the
+//! accelerated local-global map), at 60 Hz with the default material:
 //!
 //! - **a** `a-capsule-r{R}-mu{MU}`: a 0.6 m square sheet (12 x 12 cells, no pins) lying flat,
 //!   centred, 0.2 m above the top of a capsule lying along X (half-height 0.4 m) and dropped onto

@@ -10,8 +10,8 @@
 //! all capes sharing one `ClothModel`), stepped through the bevy_ecs layer with a `ClothLod`
 //! resource: a 4 ms cloth budget (wall-clock time of the cloth step, every cape together) on
 //! two threads (`--threads`; the scheduler plans `budget x threads` of summed cape time), the
-//! ladder console (2 x 5 L-BFGS), mobile (1 x 5 local-global), half rate (2 x 3 local-global
-//! over two ticks), follow the skin (no sleep: a walker's cape left behind would jump when it
+//! ladder console (2 x 5), mobile (1 x 5), half rate (2 x 3 over two ticks), all of the
+//! accelerated local-global map, then follow the skin (no sleep: a walker's cape left behind would jump when it
 //! woke). Priorities are the
 //! capes' distance to the camera. The crowd walks toward the camera; every second the
 //! character nearest it leaves and a new one arrives at the plaza's far end (its cape a new

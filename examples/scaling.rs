@@ -1,7 +1,7 @@
 //! Cost against node count: the hanging sheet from 529 to 31,329 nodes on one thread (about 20 s).
 //!
 //! Cost against node count: the hanging sheet (top row pinned) at 529 to 31,329 nodes, at the
-//! default budget (2 substeps x 5 L-BFGS iterations per 1/60 s frame), one thread.
+//! default budget (2 substeps x 5 iterations of the default method per 1/60 s frame), one thread.
 //!
 //! For each size: nodes, factor nonzeros and bytes, build-and-factor time, frame time (median
 //! of 30 frames after 30 frames of settling), time per iteration, and time per iteration per
@@ -30,8 +30,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let settings = SolverSettings::default();
     let iterations = (settings.substeps * settings.iterations) as f64;
     println!(
-        "isocloth scaling: hanging sheet, {} x {} L-BFGS per frame, one thread",
-        settings.substeps, settings.iterations
+        "isocloth scaling: hanging sheet, {} x {} ({:?}) per frame, one thread",
+        settings.substeps, settings.iterations, settings.method
     );
     println!();
     println!(

@@ -2,7 +2,7 @@
 //!
 //! Picks a solver budget for a platform from the user's own scenario: runs the scenario file (the
 //! scenario runner's format) at each candidate of [`isocloth::tuning::ladder`] (1 to 4 substeps
-//! x 1 to 10 iterations, local-global and L-BFGS) and at a converged reference, and chooses the
+//! x 1 to 10 iterations of the accelerated local-global map) and at a converged reference, and chooses the
 //! candidate that fits the frame budget by the documented rule ([`isocloth::tuning`]: no
 //! rollback, max strain and penetration within bounds, then least trajectory error).
 //!
@@ -254,7 +254,7 @@ fn run(args: &[String]) -> Result<(), Box<dyn Error>> {
     if args.calibrate {
         let ms = tuning::calibrate()?;
         println!(
-            "calibration: 2,025-node sheet at 2 x 5 L-BFGS, median of {} frames: {ms:.3} ms",
+            "calibration: 2,025-node sheet at 2 x 5 (console), median of {} frames: {ms:.3} ms",
             tuning::CALIBRATION_FRAMES
         );
         println!("the device's --speed is this machine's time over the device's");

@@ -482,11 +482,7 @@ fn anderson(
             aa.restart();
             set = now;
         }
-        aa.accept(
-            order.iter().map(|&n| x[n as usize] - origin),
-            residual,
-            history,
-        );
+        aa.accept(residual, history);
         if k + 1 == iterations {
             break;
         }

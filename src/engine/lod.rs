@@ -174,9 +174,10 @@ pub struct ClothBudget {
     /// rayon): the plan fills `frame_ms * parallelism` of summed per-cloth cost, each cloth's
     /// cost being measured while the others run beside it. At least 1; default 1.
     pub parallelism: f64,
-    /// Rungs from the most work to the least. Default: desktop (4 x 10 L-BFGS), console (2 x 5
-    /// L-BFGS), mobile (1 x 5 local-global), half rate (2 x 3 local-global over two ticks: the
-    /// mobile rung's substep length, so its factor), follow the skin, sleep.
+    /// Rungs from the most work to the least, each simulated one of the accelerated
+    /// local-global map. Default: desktop (4 x 10), console (2 x 5), mobile (1 x 5), half rate
+    /// (2 x 3 over two ticks: the mobile rung's substep length, so its factor), follow the
+    /// skin, sleep.
     pub ladder: Vec<Rung>,
     /// Seconds a cloth stays on a rung before it may change again (unless the budget needs
     /// it to step down). Default 1.
