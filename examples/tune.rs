@@ -8,7 +8,7 @@
 //!
 //! Run: `cargo run --release --example tune -- SCENARIO.ron --ms 0.5 [--check CHECK.ron ...]
 //! [--speed 0.35] [--out preset.ron] [--name NAME] [--fit median|p99] [--max-strain 0.1]
-//! [--max-penetration-mm 1] [--frames N] [--timing-frames N]`, or `... --example tune --
+//! [--max-penetration-mm 1] [--frames N] [--timing-frames N] [--no-family]`, or `... --example tune --
 //! --calibrate`.
 //!
 //! - `--ms`: the frame budget for one cloth on the device (ms).
@@ -17,7 +17,13 @@
 //!   (a sheet dropped on a forearm-sized bar) or `scenarios/limb_sweep.ron`. The rule then sees
 //!   each candidate's worst max strain, mean strain and penetration over all the scenarios and
 //!   the rollbacks of all; frame times and the trajectory error stay the first scenario's, and
-//!   `--frames` cuts only the first scenario.
+//!   `--frames` cuts only the first scenario. Each check is run as a family
+//!   (`isocloth::scenario::Variation::family`): as written at three seeds (starts moved by up to
+//!   1e-9 m), with its bodies a third thinner and thicker, a third slower and faster, and with
+//!   wind a third weaker and stronger where it has wind (7 or 9 runs), and the rule sees the
+//!   worst of them: a budget chosen on a check must hold on scenes of its kind. The preset's
+//!   comment and the JSON's `check_family` name the members. `--no-family`: each check as
+//!   written only.
 //! - `--speed`: the device's speed relative to this machine (default 1); measured times are
 //!   divided by it. Measure it with `--calibrate` on both: the factor is this machine's time
 //!   over the device's.
@@ -38,6 +44,7 @@
 //! trajectory error, chosen), writes a plot (`target/isocloth/tune/NAME.png`: frame time against
 //! max strain and against trajectory error, the budget as a line, the choice ringed) and the
 //! preset. The last stdout line is one JSON object: `scenario`, `checks` (the check files),
+//! `check_family` (per check, its members),
 //! `budget_ms`, `speed`, `rule`, `reference` (`window_frames`, `window_seconds`), `candidates`
 //! (per candidate `label`, `substeps`, `iterations`, `frame_ms_median`, `frame_ms_p99`,
 //! `max_strain`, `mean_strain`, `penetration_m`, `trajectory_error`, `rollbacks`, `in_budget`,
@@ -53,7 +60,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use glam::DVec3;
 use isocloth::ecs::BudgetPreset;
-use isocloth::scenario::{self, ScenarioError, Summary};
+use isocloth::scenario::{self, ScenarioError, Summary, Variation};
 use isocloth::tuning::{self, Candidate, Figures, FrameStat, Reference, Rule, RunRecord};
 use rayon::prelude::*;
 use serde_json::{Value, json};
@@ -67,12 +74,14 @@ struct Args {
     rule: Rule,
     frames: Option<u32>,
     timing_frames: u32,
+    /// Judge each check on its family (`scenario::Variation::family`), not only as written.
+    family: bool,
     calibrate: bool,
     checks: Vec<PathBuf>,
 }
 
 const USAGE: &str = "usage: tune SCENARIO.ron --ms BUDGET [--check SCENARIO.ron ...] [--speed F] [--out FILE] [--name NAME] \
-[--fit median|p99] [--max-strain F] [--max-penetration-mm F] [--frames N] [--timing-frames N] | tune --calibrate";
+[--fit median|p99] [--max-strain F] [--max-penetration-mm F] [--frames N] [--timing-frames N] [--no-family] | tune --calibrate";
 
 fn parse_args(args: &[String]) -> Result<Args, Box<dyn Error>> {
     let mut a = Args {
@@ -84,6 +93,7 @@ fn parse_args(args: &[String]) -> Result<Args, Box<dyn Error>> {
         rule: Rule::default(),
         frames: None,
         timing_frames: 300,
+        family: true,
         calibrate: false,
         checks: Vec::new(),
     };
@@ -128,6 +138,7 @@ fn parse_args(args: &[String]) -> Result<Args, Box<dyn Error>> {
             "--timing-frames" => a.timing_frames = count(value()?, "--timing-frames")?,
             "--calibrate" => a.calibrate = true,
             "--check" => a.checks.push(value()?.into()),
+            "--no-family" => a.family = false,
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -156,6 +167,8 @@ struct Source {
     text: String,
     dir: PathBuf,
     frames: Option<u32>,
+    /// The members it is run as (a check's family; the scenario itself: as written).
+    family: Vec<Variation>,
 }
 
 impl Source {
@@ -165,7 +178,18 @@ impl Source {
         candidate: &Candidate,
         frames: Option<u32>,
     ) -> Result<scenario::LoadedScenario, ScenarioError> {
-        let mut s = scenario::load(&self.text, &self.dir).map_err(|e| e.in_file(&self.path))?;
+        self.load_as(candidate, frames, &Variation::default())
+    }
+
+    /// [`Source::load`] as one member of its family.
+    fn load_as(
+        &self,
+        candidate: &Candidate,
+        frames: Option<u32>,
+        variation: &Variation,
+    ) -> Result<scenario::LoadedScenario, ScenarioError> {
+        let mut s = scenario::load_varied(&self.text, &self.dir, variation)
+            .map_err(|e| e.in_file(&self.path))?;
         if let Some(n) = frames.or(self.frames) {
             s.truncate_frames(n);
         }
@@ -270,6 +294,7 @@ fn run(args: &[String]) -> Result<(), Box<dyn Error>> {
         path: path.clone(),
         text,
         frames: args.frames,
+        family: vec![Variation::default()],
     };
     let checks = args
         .checks
@@ -277,13 +302,22 @@ fn run(args: &[String]) -> Result<(), Box<dyn Error>> {
         .map(|path| {
             let text =
                 std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            let check = Source {
+            let mut check = Source {
                 dir: path.parent().unwrap_or(Path::new(".")).to_path_buf(),
                 path: path.clone(),
                 text,
                 frames: None,
+                family: vec![Variation::default()],
             };
-            scenario::load(&check.text, &check.dir).map_err(|e| e.in_file(path))?;
+            let loaded = scenario::load(&check.text, &check.dir).map_err(|e| e.in_file(path))?;
+            if args.family {
+                check.family = Variation::family(loaded.has_wind());
+                // Every member must load (a thicker body can leave its shape's limits).
+                for v in &check.family {
+                    scenario::load_varied(&check.text, &check.dir, v)
+                        .map_err(|e| e.in_file(path))?;
+                }
+            }
             Ok(check)
         })
         .collect::<Result<Vec<Source>, Box<dyn Error>>>()?;
@@ -323,7 +357,9 @@ fn run(args: &[String]) -> Result<(), Box<dyn Error>> {
         .map(|c| {
             let mut r = record(src.load(c, None)?.run(None)?.2);
             for check in &checks {
-                r.absorb_check(&record(check.load(c, None)?.run(None)?.2));
+                for v in &check.family {
+                    r.absorb_check(&record(check.load_as(c, None, v)?.run(None)?.2));
+                }
             }
             Ok(r)
         })
@@ -384,7 +420,15 @@ fn run(args: &[String]) -> Result<(), Box<dyn Error>> {
     let preset_name = args.name.clone().unwrap_or_else(|| name.clone());
     let mut on = format!("scenario {name:?}");
     for c in &checks {
-        on += &format!(", checked on {}", c.path.display());
+        on += &format!(
+            ", checked on {} ({})",
+            c.path.display(),
+            c.family
+                .iter()
+                .map(Variation::label)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
     }
     let ron = tuning::preset_ron(&preset_name, chosen, &on, budget, args.speed, &args.rule);
     BudgetPreset::from_ron(&ron).map_err(|e| format!("the written preset does not load: {e}"))?;
@@ -416,6 +460,7 @@ fn run(args: &[String]) -> Result<(), Box<dyn Error>> {
         json!({
             "scenario": name,
             "checks": checks.iter().map(|c| c.path.display().to_string()).collect::<Vec<_>>(),
+            "check_family": checks.iter().map(|c| c.family.iter().map(Variation::label).collect::<Vec<_>>()).collect::<Vec<_>>(),
             "budget_ms": budget,
             "speed": args.speed,
             "rule": args.rule,

@@ -624,6 +624,120 @@ pub fn run(path: &Path, obj_dir: Option<&Path>) -> Result<(String, bool, Summary
     loaded.run(obj_dir)
 }
 
+/// A variation of a scenario: one member of the family around it that `tune` judges a budget
+/// on, so that a budget chosen on one scene holds on scenes of its kind. Default: the scenario
+/// as written.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Variation {
+    /// Scale of every body's thickness: capsule, tapered-capsule, cylinder and sphere radii and
+    /// a box's half extents (a capsule's length stays). Default 1.
+    pub size: f64,
+    /// Scale of every keyframed body's speed (its key times are divided by it; a static body
+    /// stays). Default 1.
+    pub speed: f64,
+    /// Scale of the wind. Default 1.
+    pub wind: f64,
+    /// Seed of a start moved by up to 1e-9 m per coordinate (0: not moved). Default 0.
+    pub seed: u64,
+}
+
+impl Default for Variation {
+    fn default() -> Self {
+        Self {
+            size: 1.0,
+            speed: 1.0,
+            wind: 1.0,
+            seed: 0,
+        }
+    }
+}
+
+impl Variation {
+    /// The family `tune` judges a check on: the check as written at seeds 0, 1 and 2, then its
+    /// bodies a third thinner and thicker, a third slower and faster, and (where it has wind)
+    /// its wind a third weaker and stronger: 7 or 9 members.
+    pub fn family(has_wind: bool) -> Vec<Variation> {
+        let base = Variation::default();
+        let mut out: Vec<Variation> = (0..3).map(|seed| Variation { seed, ..base }).collect();
+        for f in [2.0 / 3.0, 4.0 / 3.0] {
+            out.push(Variation { size: f, ..base });
+            out.push(Variation { speed: f, ..base });
+            if has_wind {
+                out.push(Variation { wind: f, ..base });
+            }
+        }
+        out
+    }
+
+    /// A short name: `seed 1`, `size 0.67`, `speed 1.33`, `wind 0.67`, or `as written`.
+    pub fn label(&self) -> String {
+        if self.size != 1.0 {
+            format!("size {:.2}", self.size)
+        } else if self.speed != 1.0 {
+            format!("speed {:.2}", self.speed)
+        } else if self.wind != 1.0 {
+            format!("wind {:.2}", self.wind)
+        } else if self.seed != 0 {
+            format!("seed {}", self.seed)
+        } else {
+            "as written".into()
+        }
+    }
+
+    /// `shape` with its thickness scaled by [`Variation::size`].
+    fn shape(&self, shape: ColliderShape) -> ColliderShape {
+        let k = self.size;
+        match shape {
+            ColliderShape::Capsule {
+                half_height,
+                radius,
+            } => ColliderShape::Capsule {
+                half_height,
+                radius: radius * k,
+            },
+            ColliderShape::Sphere { radius } => ColliderShape::Sphere { radius: radius * k },
+            ColliderShape::Cylinder {
+                half_height,
+                radius,
+            } => ColliderShape::Cylinder {
+                half_height,
+                radius: radius * k,
+            },
+            ColliderShape::TaperedCapsule {
+                half_height,
+                bottom_radius,
+                top_radius,
+            } => ColliderShape::TaperedCapsule {
+                half_height,
+                bottom_radius: bottom_radius * k,
+                top_radius: top_radius * k,
+            },
+            ColliderShape::Cuboid { half_extents } => ColliderShape::Cuboid {
+                half_extents: half_extents * k,
+            },
+            other => other,
+        }
+    }
+}
+
+/// `positions` each moved by up to `amount` per coordinate, deterministically from `seed`
+/// (splitmix64).
+fn jittered(positions: &[DVec3], seed: u64, amount: f64) -> Vec<DVec3> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let mut next = || {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        (z >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+    };
+    positions
+        .iter()
+        .map(|p| *p + DVec3::new(next(), next(), next()) * amount)
+        .collect()
+}
+
 /// A scenario parsed, validated and set up in its own [`World`], ready to run.
 pub struct LoadedScenario {
     name: String,
@@ -636,6 +750,7 @@ pub struct LoadedScenario {
     keyed: Vec<(Entity, Vec<Keyframe>)>,
     cloth_entity: Entity,
     nodes: usize,
+    has_wind: bool,
 }
 
 /// Parses and validates scenario text and builds its world (mesh, factorisation, colliders,
@@ -643,16 +758,48 @@ pub struct LoadedScenario {
 /// [`ScenarioError`]; text over 16 MiB, meshes over 40,000 nodes and more than 100,000 frames
 /// are refused.
 pub fn load(text: &str, dir: &Path) -> Result<LoadedScenario, ScenarioError> {
+    load_varied(text, dir, &Variation::default())
+}
+
+/// [`load`] with a [`Variation`] applied: bodies' thickness, keyframed bodies' speed, the wind
+/// and a seeded start. A variation that makes a body invalid (a radius over its shape's limits)
+/// is refused like the file would be.
+pub fn load_varied(
+    text: &str,
+    dir: &Path,
+    variation: &Variation,
+) -> Result<LoadedScenario, ScenarioError> {
+    let valid = |x: f64| x.is_finite() && x > 0.0;
+    if !(valid(variation.size) && valid(variation.speed) && variation.wind.is_finite()) {
+        return Err(ScenarioError::at(
+            "variation",
+            format!("scales must be finite and positive, got {variation:?}"),
+        ));
+    }
     if text.len() > 16 << 20 {
         return Err("larger than 16 MiB".into());
     }
-    let s: Scenario = crate::load::ron(text)?;
+    let mut s: Scenario = crate::load::ron(text)?;
+    s.wind = s.wind.map(|w| w * variation.wind);
+    for c in &mut s.colliders {
+        if let Motion::Keyframes(keys) = &mut c.motion {
+            for k in keys {
+                k.0 /= variation.speed;
+            }
+        }
+    }
     let (base, obj) = base_mesh(&s, dir)?;
     let shapes = s
         .colliders
         .iter()
         .enumerate()
-        .map(|(k, c)| collider_shape(k, c, dir))
+        .map(|(k, c)| {
+            let shape = variation.shape(collider_shape(k, c, dir)?);
+            shape
+                .validate()
+                .map_err(|e| ScenarioError::at(format!("colliders[{k}].shape"), e))?;
+            Ok(shape)
+        })
         .collect::<Fallible<Vec<_>>>()?;
     let pinned = pinned_vertices(&s, &base)?;
     if s.character.as_ref().is_some_and(|c| c.attach_pins) && pinned.is_empty() {
@@ -696,6 +843,12 @@ pub fn load(text: &str, dir: &Path) -> Result<LoadedScenario, ScenarioError> {
         .map_err(|e| ScenarioError::at("budget", e))?;
     let mut cloth = Cloth::from_mesh(mesh, s.material, &pins, settings)
         .map_err(|e| ScenarioError::at("material", e))?;
+    if variation.seed != 0 {
+        let moved = jittered(cloth.positions(), variation.seed, 1e-9);
+        cloth
+            .set_positions(&moved)
+            .map_err(|e| ScenarioError::at("variation", e))?;
+    }
     let aero = s.wind.map(Aerodynamics::cloth).unwrap_or_default();
     let config = ClothConfig {
         budget,
@@ -793,10 +946,16 @@ pub fn load(text: &str, dir: &Path) -> Result<LoadedScenario, ScenarioError> {
         keyed,
         cloth_entity,
         nodes,
+        has_wind: s.wind.is_some_and(|w| w != DVec3::ZERO),
     })
 }
 
 impl LoadedScenario {
+    /// Whether the scenario has wind (a family then varies it too).
+    pub fn has_wind(&self) -> bool {
+        self.has_wind
+    }
+
     /// The scenario's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -872,6 +1031,7 @@ impl LoadedScenario {
             keyed,
             cloth_entity,
             nodes,
+            has_wind: _,
         } = self;
 
         if let Some(dir) = obj_dir {
@@ -959,4 +1119,106 @@ fn write_obj(path: &Path, mesh: &ClothRenderMesh) -> Fallible<()> {
         let _ = writeln!(out, "f {a}//{a} {b}//{b} {c}//{c}");
     }
     std::fs::write(path, out).map_err(|e| format!("{}: {e}", path.display()).into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A hanging sheet in wind with a capsule keyframed through it, for the variation tests.
+    const SWEEP: &str = r#"(
+        name: "sweep",
+        mesh: Rectangle(width: 0.4, height: 0.4, cells_x: 4, cells_y: 4),
+        pins: Box(min: (-1.0, 0.39, -1.0), max: (1.0, 0.41, 1.0)),
+        wind: Some((0.0, 0.0, 3.0)),
+        colliders: [
+            (shape: Capsule(half_height: 0.2, radius: 0.04),
+             motion: Keyframes([(0.0, (0.2, 0.2, -0.4), (0.0, 0.0, 90.0)),
+                                (0.1, (0.2, 0.2, 0.4), (0.0, 0.0, 90.0))])),
+        ],
+        frames: 10,
+    )"#;
+
+    /// A variation scales the body's radius (not its length), divides its key times by the
+    /// speed, and moves the start by at most 1e-9 m per coordinate for a seed (exactly none
+    /// for seed 0); the scenario as written loads as before.
+    #[test]
+    fn a_variation_scales_bodies_key_times_and_moves_the_start() {
+        let dir = Path::new(".");
+        let plain = load(SWEEP, dir).unwrap();
+        let varied = load_varied(
+            SWEEP,
+            dir,
+            &Variation {
+                size: 1.5,
+                speed: 2.0,
+                wind: 0.5,
+                seed: 7,
+            },
+        )
+        .unwrap();
+        assert!(plain.has_wind() && varied.has_wind());
+        let shape = |s: &LoadedScenario| {
+            let e = s.keyed[0].0;
+            s.world.get::<BoneCollider>(e).unwrap().shape.clone()
+        };
+        assert!(matches!(
+            shape(&varied),
+            ColliderShape::Capsule { half_height, radius }
+                if half_height == 0.2 && (radius - 0.06).abs() < 1e-15
+        ));
+        assert_eq!(plain.keyed[0].1[1].0, 0.1);
+        assert_eq!(varied.keyed[0].1[1].0, 0.05);
+        let positions = |s: &LoadedScenario| {
+            s.world
+                .get::<ClothSim>(s.cloth_entity)
+                .unwrap()
+                .cloth
+                .positions()
+                .to_vec()
+        };
+        let (a, b) = (positions(&plain), positions(&varied));
+        let moved = a
+            .iter()
+            .zip(&b)
+            .map(|(p, q)| (*p - *q).abs().max_element())
+            .fold(0.0f64, f64::max);
+        assert!(moved > 0.0 && moved <= 1e-9, "moved {moved}");
+        let again = load_varied(SWEEP, dir, &Variation::default()).unwrap();
+        assert_eq!(positions(&again), a);
+    }
+
+    /// The family is the check at three seeds plus its bodies and speed a third either way (7
+    /// members), and its wind too where it has wind (9), each member named; a scale that is
+    /// not finite and positive is refused naming `variation`, and a thicker body that leaves
+    /// its shape's limits is refused like the file would be.
+    #[test]
+    fn the_family_has_seven_or_nine_members_and_bad_scales_are_refused() {
+        assert_eq!(Variation::family(false).len(), 7);
+        let nine = Variation::family(true);
+        assert_eq!(nine.len(), 9);
+        let labels: Vec<String> = nine.iter().map(Variation::label).collect();
+        assert_eq!(labels[0], "as written");
+        assert!(labels.contains(&"wind 1.33".to_string()));
+        let dir = Path::new(".");
+        for size in [0.0, -1.0, f64::NAN] {
+            let err = load_varied(
+                SWEEP,
+                dir,
+                &Variation {
+                    size,
+                    ..Variation::default()
+                },
+            )
+            .err()
+            .unwrap();
+            assert_eq!(err.path, "variation");
+        }
+        let huge = Variation {
+            size: 1e9,
+            ..Variation::default()
+        };
+        let err = load_varied(SWEEP, dir, &huge).err().unwrap();
+        assert_eq!(err.path, "colliders[0].shape", "{err}");
+    }
 }
