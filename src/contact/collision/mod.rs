@@ -2057,6 +2057,57 @@ mod tests {
         assert!(!s.overlaps(&b([0.0, 1.3301, 0.0], [1.0, 2.0, 1.0])));
     }
 
+    /// An accelerated iteration that refuses a step goes back to the forces it saved: every
+    /// candidate's force and the node sums are restored exactly, and the contact-set key tells
+    /// one engaged set from another (and equal sets apart from nothing).
+    #[test]
+    fn saved_forces_come_back_exactly_and_the_set_key_follows_the_engaged_set() {
+        let candidate = |node: u32, engaged: bool| Candidate {
+            node,
+            body: 0,
+            limit: false,
+            force: DVec3::new(0.0, node as f64, 0.0),
+            gap: 0.0,
+            normal: DVec3::Y,
+            engaged,
+            compliance: 0.0,
+            measured: false,
+            prev_gap: f64::NAN,
+            p0: DVec3::ZERO,
+            anchor: DVec3::ZERO,
+            anchor_local: DVec3::NAN,
+            start: None,
+            overshoot: 0.0,
+            step: DVec3::ZERO,
+            measured_at: DVec3::ZERO,
+            clear: 0.0,
+        };
+        let mut pass = ContactPass {
+            candidates: (0..4).map(|n| candidate(n, n % 2 == 0)).collect(),
+            node_force: vec![DVec3::ZERO; 4],
+            ..Default::default()
+        };
+        pass.sum_forces();
+        let key = pass.contact_set_key();
+        let (forces, sums): (Vec<DVec3>, Vec<DVec3>) = (
+            pass.candidates.iter().map(|c| c.force).collect(),
+            pass.node_force.clone(),
+        );
+        pass.save_forces();
+        for c in &mut pass.candidates {
+            c.step = DVec3::X;
+        }
+        pass.take_step(0.5);
+        assert_ne!(pass.node_force, sums);
+        pass.restore_forces();
+        let after: Vec<DVec3> = pass.candidates.iter().map(|c| c.force).collect();
+        assert_eq!(after, forces);
+        assert_eq!(pass.node_force, sums);
+        assert_eq!(pass.contact_set_key(), key);
+        pass.candidates[1].engaged = true;
+        assert_ne!(pass.contact_set_key(), key);
+    }
+
     /// The collective compliance is taken from the cache when the contact set is the one measured
     /// or differs from it by at most 1/50 of it (joiners take the largest measured compliance,
     /// and are not marked measured), and is solved again beyond that.
