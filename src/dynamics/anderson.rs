@@ -98,14 +98,17 @@ impl Anderson {
         }
     }
 
-    /// The last accepted output of `G`.
-    pub(crate) fn accepted(&self) -> &[DVec3] {
-        &self.g_prev
+    /// Goes back after a refused input: the stored differences are forgotten and the next
+    /// input is the last accepted output (which stays the last accepted).
+    pub(crate) fn refuse(&mut self) {
+        self.len = 0;
+        self.plain();
     }
 
-    /// Forgets the stored differences (the last accepted output stays).
-    pub(crate) fn clear(&mut self) {
-        self.len = 0;
+    /// Makes the last accepted output the next input, unmixed; returns false (not judged).
+    fn plain(&mut self) -> bool {
+        self.x_in.copy_from_slice(&self.g_prev);
+        false
     }
 
     /// Forgets the differences and the last accepted output too: the next output starts the
@@ -174,8 +177,7 @@ impl Anderson {
     pub(crate) fn mix(&mut self) -> bool {
         let m = self.len;
         if m == 0 {
-            self.x_in.copy_from_slice(&self.g_prev);
-            return false;
+            return self.plain();
         }
         let newest = self.newest;
         let mut gram_row = [0.0f64; MAX_HISTORY];
@@ -202,15 +204,13 @@ impl Anderson {
             scale = scale.max(a[i * m + i]);
         }
         if !(scale > 0.0 && scale.is_finite()) {
-            self.x_in.copy_from_slice(&self.g_prev);
-            return false;
+            return self.plain();
         }
         for i in 0..m {
             a[i * m + i] += REGULARISATION * scale;
         }
         let Some(gamma) = solve_spd(&mut a, &mut b, m) else {
-            self.x_in.copy_from_slice(&self.g_prev);
-            return false;
+            return self.plain();
         };
         let dg = &self.dg[..m];
         for (k, (x, &g)) in self.x_in.iter_mut().zip(&self.g_prev).enumerate() {

@@ -466,8 +466,9 @@ fn assemble_system(
 /// The scheme, and so the factored matrix, of an integrator: BDF2 runs every step as BDF2, its
 /// first from a free-fall past (see [`crate::cloth`]).
 /// The factor's precision for `settings`: `f64` where a substep solves `K x = b` for the
-/// positions themselves (local-global's right-hand-side form: [`SolverMethod::LocalGlobal`], or
-/// one iteration per substep), since a rounded factor there moves the solution; `f32` where it
+/// positions themselves (local-global's right-hand-side form: [`SolverMethod::LocalGlobal`],
+/// [`SolverMethod::Anderson`], or one iteration per substep), since a rounded factor there
+/// moves the solution; `f32` where it
 /// only preconditions L-BFGS, whose gradient is exact (half the bytes, the same iterates to
 /// rounding: `crate::factor`'s module docs).
 pub(crate) fn precision_for(settings: &SolverSettings) -> FactorPrecision {

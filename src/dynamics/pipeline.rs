@@ -237,18 +237,16 @@ pub(crate) fn substep(
             st.prev_velocities[i] = st.velocities[i];
             st.prev_positions[i] = st.positions[i] - h * st.velocities[i];
         }
-    } else if split_any {
+    }
+    if split_any {
         // The same for the nodes whose velocity the split changed (BDF2 would otherwise
-        // differentiate the lift back in).
+        // differentiate the lift back in), unless the impact restarted every node.
         for (i, split) in ws.split.iter_mut().enumerate() {
-            if std::mem::take(split) {
+            if std::mem::take(split) && !impact {
                 st.prev_velocities[i] = st.velocities[i];
                 st.prev_positions[i] = st.positions[i] - h * st.velocities[i];
             }
         }
-    }
-    if impact && split_any {
-        ws.split.fill(false);
     }
     st.has_history = true;
     finite

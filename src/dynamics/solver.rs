@@ -185,7 +185,12 @@ pub(crate) fn solve_substep(
     // fast without this).
     scratch.origin = x[model.free_nodes[0] as usize];
     let origin = scratch.origin;
-    let one_step = model.settings.method == SolverMethod::LocalGlobal || iterations == 1;
+    // The right-hand-side form (solving for the positions with an `f64` factor): local-global,
+    // accelerated or not, and one iteration of any method.
+    let rhs_form = matches!(
+        model.settings.method,
+        SolverMethod::LocalGlobal | SolverMethod::Anderson { .. }
+    ) || iterations == 1;
     match model.settings.method {
         SolverMethod::Newton => {
             // A reference solver: any failure leaves the last accepted iterate, which the
@@ -195,8 +200,7 @@ pub(crate) fn solve_substep(
         // One L-BFGS iteration is exactly the local-global step (no pairs yet, taken whole);
         // the local-global form skips the energy and gradient evaluations around it.
         SolverMethod::LocalGlobal | SolverMethod::Lbfgs { .. } | SolverMethod::Anderson { .. }
-            if (one_step || matches!(model.settings.method, SolverMethod::Anderson { .. }))
-                && factor.precision() == FactorPrecision::Double =>
+            if rhs_form && factor.precision() == FactorPrecision::Double =>
         {
             // Constant right-hand side: M (x~ - o) / h~^2 - S_FP (x_P - o) (free rows only are
             // read).
@@ -281,15 +285,16 @@ fn contact_iteration_lanes(
         let n = model.mesh.node_count();
         scratch.response.clear();
         scratch.response.resize(n, DVec3::ZERO);
-        scratch
-            .response_perm
-            .resize(model.free_nodes.len(), DVec3::ZERO);
         pass.response_rhs(&mut scratch.response);
-        gather_gradient(model, &scratch.response, &mut scratch.response_perm);
-        factor.solve_permuted(symbolic, &mut scratch.response_perm, solve);
-        for (u, &node) in scratch.response_perm.iter().zip(&model.solve_order) {
-            scratch.response[node as usize] = *u;
-        }
+        solve_nodes(
+            model,
+            symbolic,
+            factor,
+            &scratch.response,
+            &mut scratch.response_perm,
+            solve,
+        );
+        scatter_solution(model, &scratch.response_perm, &mut scratch.response);
         pass.set_response(&scratch.response, &model.compliance);
     }
     pass.update(x, &model.compliance);
@@ -469,11 +474,10 @@ fn anderson(
         if judged && !within {
             // Refused: back to the last accepted pair.
             contact.pass.restore_forces();
-            aa.clear();
-            for (&n, &v) in order.iter().zip(aa.accepted()) {
+            aa.refuse();
+            for (&n, &v) in order.iter().zip(aa.input()) {
                 x[n as usize] = v + origin;
             }
-            aa.set_input(order.iter().map(|&n| x[n as usize] - origin));
             judged = false;
             continue;
         }
@@ -525,13 +529,14 @@ fn contact_step(
     if slope.is_nan() || slope >= 0.0 {
         return; // converged (or nothing engaged)
     }
-    scratch
-        .response_perm
-        .resize(model.free_nodes.len(), DVec3::ZERO);
-    gather_gradient(model, &scratch.response, &mut scratch.response_perm);
-    let mut solve = std::mem::take(&mut scratch.solve);
-    factor.solve_permuted(symbolic, &mut scratch.response_perm, &mut solve);
-    scratch.solve = solve;
+    solve_nodes(
+        model,
+        symbolic,
+        factor,
+        &scratch.response,
+        &mut scratch.response_perm,
+        &mut scratch.solve,
+    );
     // `delta . K^-1 delta`, the step's curvature (positive: `K` is positive definite).
     let curvature: f64 = scratch
         .response_perm
@@ -563,19 +568,40 @@ pub(crate) fn contact_displacement(
     let (Some(symbolic), Some(factor)) = (model.symbolic.as_ref(), model.factor.as_ref()) else {
         return false;
     };
-    scratch
-        .response_perm
-        .resize(model.free_nodes.len(), DVec3::ZERO);
-    gather_gradient(model, force, &mut scratch.response_perm);
-    let mut solve = std::mem::take(&mut scratch.solve);
-    factor.solve_permuted(symbolic, &mut scratch.response_perm, &mut solve);
-    scratch.solve = solve;
+    solve_nodes(
+        model,
+        symbolic,
+        factor,
+        force,
+        &mut scratch.response_perm,
+        &mut scratch.solve,
+    );
     scratch.response.clear();
     scratch.response.resize(force.len(), DVec3::ZERO);
-    for (u, &node) in scratch.response_perm.iter().zip(&model.solve_order) {
-        scratch.response[node as usize] = *u;
-    }
+    scatter_solution(model, &scratch.response_perm, &mut scratch.response);
     true
+}
+
+/// `K^-1 rhs` for a right-hand side in node order (every node; pinned rows are not read), left
+/// in `out` in the factor's ordering (sized here), through `lanes`.
+fn solve_nodes(
+    model: &ClothModel,
+    symbolic: &SymbolicFactor,
+    factor: &ModelFactor,
+    rhs: &[DVec3],
+    out: &mut Vec<DVec3>,
+    lanes: &mut SolveLanes,
+) {
+    out.resize(model.free_nodes.len(), DVec3::ZERO);
+    gather_gradient(model, rhs, out);
+    factor.solve_permuted(symbolic, out, lanes);
+}
+
+/// Writes a solution in the factor's ordering into the free nodes' entries of `nodes`.
+fn scatter_solution(model: &ClothModel, solution: &[DVec3], nodes: &mut [DVec3]) {
+    for (u, &node) in solution.iter().zip(&model.solve_order) {
+        nodes[node as usize] = *u;
+    }
 }
 
 /// Energy of every term at `x` and its gradient `sum_c w_c A_c^T (A_c x - p_c)` added to

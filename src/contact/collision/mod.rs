@@ -991,7 +991,8 @@ pub(crate) struct Candidate {
     /// `p0`, or for a node that stuck at the end of the last substep its anchor
     /// ([`ContactForce::anchor`]).
     anchor: DVec3,
-    /// The anchor in the body's frame (NaN: the node did not stick, `anchor` is `carried`).
+    /// The anchor in the body's frame (NaN: the node did not stick, and `anchor` is `p0`
+    /// carried with the body).
     anchor_local: DVec3,
     /// [`Body::start_depth`] of `p0`.
     start: Option<f64>,
@@ -2057,16 +2058,13 @@ mod tests {
         assert!(!s.overlaps(&b([0.0, 1.3301, 0.0], [1.0, 2.0, 1.0])));
     }
 
-    /// An accelerated iteration that refuses a step goes back to the forces it saved: every
-    /// candidate's force and the node sums are restored exactly, and the contact-set key tells
-    /// one engaged set from another (and equal sets apart from nothing).
-    #[test]
-    fn saved_forces_come_back_exactly_and_the_set_key_follows_the_engaged_set() {
-        let candidate = |node: u32, engaged: bool| Candidate {
+    /// A candidate of node `node` against body 0, normal +Y, no force, measured nowhere.
+    fn test_candidate(node: u32, engaged: bool) -> Candidate {
+        Candidate {
             node,
             body: 0,
             limit: false,
-            force: DVec3::new(0.0, node as f64, 0.0),
+            force: DVec3::ZERO,
             gap: 0.0,
             normal: DVec3::Y,
             engaged,
@@ -2081,6 +2079,17 @@ mod tests {
             step: DVec3::ZERO,
             measured_at: DVec3::ZERO,
             clear: 0.0,
+        }
+    }
+
+    /// An accelerated iteration that refuses a step goes back to the forces it saved: every
+    /// candidate's force and the node sums are restored exactly, and the contact-set key tells
+    /// one engaged set from another (and equal sets apart from nothing).
+    #[test]
+    fn saved_forces_come_back_exactly_and_the_set_key_follows_the_engaged_set() {
+        let candidate = |node: u32, engaged: bool| Candidate {
+            force: DVec3::new(0.0, node as f64, 0.0),
+            ..test_candidate(node, engaged)
         };
         let mut pass = ContactPass {
             candidates: (0..4).map(|n| candidate(n, n % 2 == 0)).collect(),
@@ -2113,26 +2122,7 @@ mod tests {
     /// and are not marked measured), and is solved again beyond that.
     #[test]
     fn compliance_is_reused_only_while_the_contact_set_stays_within_a_fiftieth() {
-        let candidate = |node: u32, engaged: bool| Candidate {
-            node,
-            body: 0,
-            limit: false,
-            force: DVec3::ZERO,
-            gap: 0.0,
-            normal: DVec3::Y,
-            engaged,
-            compliance: 0.0,
-            measured: false,
-            prev_gap: f64::NAN,
-            p0: DVec3::ZERO,
-            anchor: DVec3::ZERO,
-            anchor_local: DVec3::NAN,
-            start: None,
-            overshoot: 0.0,
-            step: DVec3::ZERO,
-            measured_at: DVec3::ZERO,
-            clear: 0.0,
-        };
+        let candidate = test_candidate;
         let mut pass = ContactPass::default();
         assert!(!pass.reuse_response(), "nothing measured yet");
         pass.candidates = (0..100).map(|n| candidate(n, true)).collect();
