@@ -1,18 +1,19 @@
 //! Soak: the cape under random motion and teleports for N simulated minutes (about 7 s per simulated minute).
 //!
 //! Soak: a cape on the procedural character under random motion (walk, run, spin, idle, each for
-//! a random 1-6 s, with random 100 m teleports now and then) at the default budget through the
+//! a random 1-6 s, with random 100 m teleports now and then) at a budget preset (console by default) through the
 //! ECS layer, for a given number of simulated minutes. Prints a table per simulated minute,
 //! then one JSON line: `minutes`, `frames`, `nan_frames`, `recoveries`, `max_strain`,
 //! `mean_strain`, `max_penetration_m`, `step_ms_median`, `step_ms_p99`.
 //!
-//! Run: `cargo run --release --example soak -- 60` (one simulated hour; about 6 minutes here).
+//! Run: `cargo run --release --example soak -- 60` (one simulated hour; about 6 minutes here);
+//! `-- 30 --preset mobile|console|desktop|FILE.ron` picks the budget (default console).
 
 use std::time::Instant;
 
 use bevy_ecs::prelude::*;
 use glam::DVec3;
-use isocloth::SolverSettings;
+use isocloth::ecs::{BudgetPreset, ClothConfig};
 use isocloth::ecs::{
     BonePose, ClothColliders, ClothSim, DemoCharacter, add_cloth_systems, init_cloth_resources,
     spawn_demo_character,
@@ -20,23 +21,44 @@ use isocloth::ecs::{
 use isocloth::rig::{self, Animation, CharacterRig};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let minutes: f64 = std::env::args()
-        .nth(1)
-        .map(|a| a.parse())
-        .transpose()?
-        .unwrap_or(1.0);
+    let mut minutes = 1.0f64;
+    let mut preset = BudgetPreset::default();
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--preset" => {
+                let name = args.next().ok_or("--preset needs mobile|console|desktop|FILE.ron")?;
+                preset = match name.as_str() {
+                    "mobile" => BudgetPreset::mobile(),
+                    "console" => BudgetPreset::console(),
+                    "desktop" => BudgetPreset::desktop(),
+                    file => BudgetPreset::from_ron(
+                        &std::fs::read_to_string(file).map_err(|e| format!("{file}: {e}"))?,
+                    )
+                    .map_err(|e| format!("{file}: {e}"))?,
+                };
+            }
+            m => minutes = m.parse().map_err(|_| format!("unknown argument `{m}`"))?,
+        }
+    }
     if !(minutes.is_finite() && minutes > 0.0 && minutes <= 24.0 * 60.0) {
         return Err("minutes must be in (0, 1440]".into());
     }
     let frames = (minutes * 3600.0).round() as usize;
+    let config = ClothConfig {
+        budget: preset.clone(),
+        ..ClothConfig::default()
+    };
+    let settings = config.budget.settings(config.timestep, config.gravity)?;
     let mut world = World::new();
     init_cloth_resources(&mut world);
+    world.insert_resource(config);
     let mut schedule = Schedule::default();
     add_cloth_systems(&mut schedule);
 
     let mut rig = CharacterRig::new(Animation::Idle, DVec3::ZERO, 0.0);
     let DemoCharacter { bones, cape } =
-        spawn_demo_character(&mut world, &rig, SolverSettings::default())?;
+        spawn_demo_character(&mut world, &rig, settings)?;
     let mut poses = Vec::new();
     let mut motion = rig::RandomMotion::new(0x9E37_79B9_7F4A_7C15);
     let (mut nan_frames, mut max_strain, mut mean_strain, mut max_pen) =
@@ -44,7 +66,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut times = Vec::with_capacity(frames);
     let mut frame_strains = Vec::with_capacity(frames);
     let mut minute = (0.0f64, 0.0f64, 0.0f64);
-    println!("isocloth soak: {minutes} simulated minutes ({frames} frames), default budget");
+    println!(
+        "isocloth soak: {minutes} simulated minutes ({frames} frames), preset {}",
+        preset.name
+    );
     println!();
     println!(
         "{:>7} {:>11} {:>12} {:>16} {:>10}",
@@ -103,6 +128,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let quantile = |q: f64| frame_strains[((frame_strains.len() - 1) as f64 * q) as usize];
     let json = serde_json::json!({
         "minutes": minutes,
+        "preset": preset.name,
         "frames": frames,
         "nan_frames": nan_frames,
         "recoveries": recoveries,
