@@ -17,7 +17,7 @@
 //!
 //! Prints a table per scene, writes `target/isocloth/budget_sweep.png` (and `.svg`): max strain
 //! and trajectory error against iterations, one line per scene. The last stdout line is one JSON
-//! object: `iterations`, then per scene `max_strain`, `mean_strain`, `trajectory_error` (worst
+//! object: `iterations`, then per scene `max_strain`, `mean_strain`, `pinned_max_strain`, `trajectory_error` (worst
 //! centre-of-mass distance over the cloth's size, over 2 s), `trajectory_error_converged` (the
 //! same over the converged window), `converged_seconds` (the window's length), `droop_error`
 //! where defined, and `step_ms_median` at the default budget; plus the overall `step_ms_median`.
@@ -150,6 +150,7 @@ struct Run {
     com: Vec<DVec3>,
     max_strain: f64,
     mean_strain: f64,
+    pinned_max_strain: f64,
     droop: f64,
     step_ms: Vec<f64>,
 }
@@ -177,6 +178,7 @@ fn run_with(scene: &Scene, substeps: u32, iterations: u32, method: SolverMethod)
         com: Vec::with_capacity(FRAMES),
         max_strain: 0.0,
         mean_strain: 0.0,
+        pinned_max_strain: 0.0,
         droop: 0.0,
         step_ms: Vec::with_capacity(FRAMES),
     };
@@ -194,6 +196,7 @@ fn run_with(scene: &Scene, substeps: u32, iterations: u32, method: SolverMethod)
         let m = cloth.measures();
         r.max_strain = r.max_strain.max(m.max_strain);
         r.mean_strain = r.mean_strain.max(m.mean_strain);
+        r.pinned_max_strain = r.pinned_max_strain.max(m.pinned_max_strain);
         r.com.push(cloth.center_of_mass());
     }
     if !tip.is_empty() {
@@ -301,6 +304,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "droop err",
             "step ms"
         );
+        let mut pinned_s = Vec::new();
         let (mut max_s, mut mean_s, mut traj, mut traj_conv, mut droop_err) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let mut default_ms = 0.0;
@@ -334,6 +338,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             );
             max_s.push(r.max_strain);
             mean_s.push(r.mean_strain);
+            pinned_s.push(r.pinned_max_strain);
             traj.push(err);
             traj_conv.push(err_conv);
             droop_err.push(d);
@@ -354,6 +359,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut s = Map::new();
         s.insert("max_strain".into(), json!(max_s));
         s.insert("mean_strain".into(), json!(mean_s));
+        s.insert("pinned_max_strain".into(), json!(pinned_s));
         s.insert("trajectory_error".into(), json!(traj));
         s.insert("trajectory_error_converged".into(), json!(traj_conv));
         s.insert("converged_seconds".into(), json!(window as f64 / 60.0));

@@ -72,6 +72,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let tiles = (cols * rows) as usize;
     let mut times = Vec::with_capacity(FRAMES);
     let (mut max_strain, mut mean_strain, mut max_pen) = (0.0f64, 0.0f64, 0.0f64);
+    let mut pinned_max_strain = 0.0f64;
     let mut inside = 0usize;
     let mut iterations = 0;
     let mut rows_out = Vec::new();
@@ -94,6 +95,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
         max_strain = max_strain.max(m.max_strain);
         mean_strain = mean_strain.max(m.mean_strain);
+        pinned_max_strain = pinned_max_strain.max(m.pinned_max_strain);
         max_pen = max_pen.max(pen);
         inside = inside.max(cape_scene::nodes_inside(
             scene.colliders(),
@@ -209,6 +211,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "step_ms_median": median,
         "step_ms_p99": p99,
         "max_strain": max_strain,
+        "pinned_max_strain": pinned_max_strain,
         "mean_strain": mean_strain,
         "max_penetration_m": max_pen,
         "nodes_inside_body": inside,

@@ -30,6 +30,7 @@ struct Scene {
     tunnelled_nodes: usize,
     max_strain: f64,
     mean_strain: f64,
+    pinned_max_strain: f64,
     final_max_strain: f64,
     times_ms: Vec<f64>,
 }
@@ -40,6 +41,7 @@ impl Scene {
         self.frames += 1;
         self.max_strain = self.max_strain.max(m.max_strain);
         self.mean_strain = self.mean_strain.max(m.mean_strain);
+        self.pinned_max_strain = self.pinned_max_strain.max(m.pinned_max_strain);
         self.final_max_strain = m.max_strain;
         let thickness = cloth.contact_settings().thickness;
         self.max_penetration_m = self
@@ -142,6 +144,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "tunnelled_nodes": s.tunnelled_nodes,
             "max_strain": s.max_strain,
             "mean_strain": s.mean_strain,
+            "pinned_max_strain": s.pinned_max_strain,
             "final_max_strain": s.final_max_strain,
             "step_ms_median": s.median_ms(),
         })
@@ -151,6 +154,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "tunnelled_nodes": drop.tunnelled_nodes + sweep.tunnelled_nodes,
         "max_strain": drop.max_strain.max(sweep.max_strain),
         "mean_strain": drop.mean_strain.max(sweep.mean_strain),
+        "pinned_max_strain": drop.pinned_max_strain.max(sweep.pinned_max_strain),
         "step_ms_median": percentile(&all, 0.5),
         "step_ms_p99": percentile(&all, 0.99),
         "drop": scene_json(&drop),

@@ -40,7 +40,8 @@
 //!
 //! Figures of a cell (one scene at one preset), with their JSON names:
 //!
-//! - `max_strain`, `mean_strain`: the largest `Cloth::measures().max_strain` and `.mean_strain`
+//! - `max_strain`, `mean_strain`, `pinned_max_strain`: the largest `Cloth::measures().max_strain`,
+//!   `.mean_strain` and `.pinned_max_strain` (edges with both ends pinned, left out of the others)
 //!   (render-mesh strain) over all frames;
 //! - `rest_strain`: the largest `max_strain` over the last 0.5 s, for scenes whose cloth ends at
 //!   rest on a body (a, b, c at friction 0.8, e; null for the others);
@@ -367,6 +368,7 @@ struct Recorder {
     rest_from: Option<usize>,
     max_strain: f64,
     mean_strain: f64,
+    pinned_max_strain: f64,
     rest_strain: Option<f64>,
     penetration: f64,
     times_ms: Vec<f64>,
@@ -385,6 +387,7 @@ impl Recorder {
             rest_from: rest.then(|| frames.saturating_sub(REST_FRAMES)),
             max_strain: 0.0,
             mean_strain: 0.0,
+            pinned_max_strain: 0.0,
             rest_strain: None,
             penetration: 0.0,
             times_ms: Vec::with_capacity(frames),
@@ -404,6 +407,7 @@ impl Recorder {
         let m = cloth.measures();
         self.max_strain = self.max_strain.max(m.max_strain);
         self.mean_strain = self.mean_strain.max(m.mean_strain);
+        self.pinned_max_strain = self.pinned_max_strain.max(m.pinned_max_strain);
         if self.rest_from.is_some_and(|from| frame >= from) {
             self.rest_strain = Some(self.rest_strain.unwrap_or(0.0).max(m.max_strain));
         }
@@ -559,6 +563,7 @@ struct Cell {
     frames: usize,
     max_strain: f64,
     mean_strain: f64,
+    pinned_max_strain: f64,
     rest_strain: Option<f64>,
     penetration: f64,
     tunnelled: usize,
@@ -617,6 +622,7 @@ impl Cell {
             "frames": self.frames,
             "max_strain": self.max_strain,
             "mean_strain": self.mean_strain,
+            "pinned_max_strain": self.pinned_max_strain,
             "rest_strain": self.rest_strain,
             "penetration_m": self.penetration,
             "tunnelled_nodes": self.tunnelled,
@@ -1165,6 +1171,7 @@ fn run_cell(scene: &Scene, preset: &BudgetPreset, seed: u64) -> Result<Cell, Box
         frames: rec.frames,
         max_strain: rec.max_strain,
         mean_strain: rec.mean_strain,
+        pinned_max_strain: rec.pinned_max_strain,
         rest_strain: rec.rest_strain,
         penetration: rec.penetration,
         tunnelled,

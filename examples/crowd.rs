@@ -269,6 +269,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     totals.clear();
     summed.clear();
     let mut near_max_strain = 0.0f64;
+    let mut near_pinned_max_strain = 0.0f64;
     let mut near_inside = 0usize;
     let mut last_rung: HashMap<Entity, (usize, f64)> = HashMap::new();
     let mut min_interval = f64::INFINITY;
@@ -338,12 +339,14 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             by_distance.push((sim.cloth.center_of_mass().distance(EYE), k));
         }
         by_distance.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let mut near_strain = 0.0f64;
+        let (mut near_strain, mut near_pinned) = (0.0f64, 0.0f64);
         for &(_, k) in by_distance.iter().take(NEAR) {
             let sim = world
                 .get::<ClothSim>(walkers[k].cape)
                 .ok_or("cape missing")?;
-            near_strain = near_strain.max(sim.cloth.measures().max_strain);
+            let m = sim.cloth.measures();
+            near_strain = near_strain.max(m.max_strain);
+            near_pinned = near_pinned.max(m.pinned_max_strain);
             if check {
                 near_inside = near_inside.max(cape_scene::nodes_inside(
                     &walkers[k].bodies,
@@ -354,6 +357,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         // The first second settles the capes from their rest pose (and learns the costs).
         if frame >= 60 {
             near_max_strain = near_max_strain.max(near_strain);
+            near_pinned_max_strain = near_pinned_max_strain.max(near_pinned);
         }
         if frame + 1 == 600 {
             memory_start = resident_bytes();
@@ -481,6 +485,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             "summed_ms_p50": summed_p50,
             "threads": args.threads,
             "near_max_strain": near_max_strain,
+            "near_pinned_max_strain": near_pinned_max_strain,
             "near_nodes_inside_body": near_inside,
             "rung_changes": rung_changes,
             "min_change_interval_s": if min_interval.is_finite() { min_interval } else { -1.0 },

@@ -119,7 +119,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "t (s)", "max strain", "mean strain", "elongation", "step (ms)"
     );
     let mut times = Vec::with_capacity(600);
-    let (mut max_strain, mut mean_strain) = (0.0f64, 0.0f64);
+    let (mut max_strain, mut mean_strain, mut pinned_max_strain) = (0.0f64, 0.0f64, 0.0f64);
     let mut iterations = 0;
     let mut instance_bytes = 0;
     for frame in 0..600 {
@@ -134,6 +134,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let m = cloth.measures();
             max_strain = max_strain.max(m.max_strain);
             mean_strain = mean_strain.max(m.mean_strain);
+            pinned_max_strain = pinned_max_strain.max(m.pinned_max_strain);
             println!(
                 "{:>6.1} {:>11.2e} {:>11.2e} {:>11.2e} {:>10.3}",
                 (frame + 1) as f64 / 60.0,
@@ -174,6 +175,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "step_ms_median": median,
         "step_ms_p99": p99,
         "max_strain": max_strain,
+        "pinned_max_strain": pinned_max_strain,
         "mean_strain": mean_strain,
         "elongation": elongation(&cloth),
         "factor_nnz": stats.factor_nnz,

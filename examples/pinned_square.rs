@@ -78,6 +78,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "substeps": settings.substeps,
         "iterations": settings.substeps * settings.iterations,
         "max_strain": m.max_strain,
+        "pinned_max_strain": m.pinned_max_strain,
         "mean_strain": m.mean_strain,
         "isometry_residual": m.isometry_residual,
         "top_sag_mm": sag(&cloth) * 1e3,

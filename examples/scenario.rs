@@ -153,6 +153,7 @@ pub fn runner(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 
         "step_ms_p99": p99,
         "max_strain": sum.max_strain,
         "mean_strain": sum.mean_strain,
+        "pinned_max_strain": sum.pinned_max_strain,
         "max_penetration_m": sum.max_penetration_m,
         "conformity_residual": sum.conformity_residual,
         "nan_frames": sum.nan_frames,

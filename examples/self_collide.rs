@@ -51,6 +51,7 @@ struct Figures {
     self_intersections: usize,
     max_strain: f64,
     mean_strain: f64,
+    pinned_max_strain: f64,
     max_penetration_m: f64,
     times_ms: Vec<f64>,
 }
@@ -61,6 +62,7 @@ impl Figures {
         self.frames += 1;
         self.max_strain = self.max_strain.max(m.max_strain);
         self.mean_strain = self.mean_strain.max(m.mean_strain);
+        self.pinned_max_strain = self.pinned_max_strain.max(m.pinned_max_strain);
         let thickness = cloth.contact_settings().thickness;
         self.max_penetration_m = self
             .max_penetration_m
@@ -391,11 +393,12 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         .iter()
         .map(|s| {
             format!(
-                "\"{}\":{{\"self_intersections\":{},\"max_strain\":{:.6},\"mean_strain\":{:.6},\"max_penetration_m\":{:.6},\"step_ms_median\":{:.4},\"frames\":{}}}",
+                "\"{}\":{{\"self_intersections\":{},\"max_strain\":{:.6},\"mean_strain\":{:.6},\"pinned_max_strain\":{:.6},\"max_penetration_m\":{:.6},\"step_ms_median\":{:.4},\"frames\":{}}}",
                 s.name,
                 s.self_intersections,
                 s.max_strain,
                 s.mean_strain,
+                s.pinned_max_strain,
                 s.max_penetration_m,
                 s.median_ms(),
                 s.frames

@@ -13,11 +13,11 @@ use std::time::Instant;
 
 use bevy_ecs::prelude::*;
 use glam::DVec3;
-use isocloth::ecs::{BudgetPreset, ClothConfig};
 use isocloth::ecs::{
     BonePose, ClothColliders, ClothSim, DemoCharacter, add_cloth_systems, init_cloth_resources,
     spawn_demo_character,
 };
+use isocloth::ecs::{BudgetPreset, ClothConfig};
 use isocloth::rig::{self, Animation, CharacterRig};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -27,7 +27,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     while let Some(a) = args.next() {
         match a.as_str() {
             "--preset" => {
-                let name = args.next().ok_or("--preset needs mobile|console|desktop|FILE.ron")?;
+                let name = args
+                    .next()
+                    .ok_or("--preset needs mobile|console|desktop|FILE.ron")?;
                 preset = match name.as_str() {
                     "mobile" => BudgetPreset::mobile(),
                     "console" => BudgetPreset::console(),
@@ -57,12 +59,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     add_cloth_systems(&mut schedule);
 
     let mut rig = CharacterRig::new(Animation::Idle, DVec3::ZERO, 0.0);
-    let DemoCharacter { bones, cape } =
-        spawn_demo_character(&mut world, &rig, settings)?;
+    let DemoCharacter { bones, cape } = spawn_demo_character(&mut world, &rig, settings)?;
     let mut poses = Vec::new();
     let mut motion = rig::RandomMotion::new(0x9E37_79B9_7F4A_7C15);
     let (mut nan_frames, mut max_strain, mut mean_strain, mut max_pen) =
         (0u64, 0.0f64, 0.0f64, 0.0f64);
+    let mut pinned_max_strain = 0.0f64;
     let mut times = Vec::with_capacity(frames);
     let mut frame_strains = Vec::with_capacity(frames);
     let mut minute = (0.0f64, 0.0f64, 0.0f64);
@@ -93,6 +95,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         let m = sim.cloth.measures();
         frame_strains.push(m.max_strain);
+        pinned_max_strain = pinned_max_strain.max(m.pinned_max_strain);
         // Every frame (outside the timed region): a sampled maximum would miss single-frame
         // spikes that the percentiles below count.
         let pen = world.resource::<ClothColliders>().set.max_penetration(
@@ -133,6 +136,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "nan_frames": nan_frames,
         "recoveries": recoveries,
         "max_strain": max_strain,
+        "pinned_max_strain": pinned_max_strain,
         "mean_strain": mean_strain,
         "max_penetration_m": max_pen,
         "max_strain_p99": quantile(0.99),

@@ -47,7 +47,7 @@
 //! `check_family` (per check, its members),
 //! `budget_ms`, `speed`, `rule`, `reference` (`window_frames`, `window_seconds`), `candidates`
 //! (per candidate `label`, `substeps`, `iterations`, `frame_ms_median`, `frame_ms_p99`,
-//! `max_strain`, `mean_strain`, `penetration_m`, `trajectory_error`, `rollbacks`, `in_budget`,
+//! `max_strain`, `mean_strain`, `pinned_max_strain`, `penetration_m`, `trajectory_error`, `rollbacks`, `in_budget`,
 //! `frontier`), `chosen`, `plot`, `preset`. Errors print one `error:` line and exit with
 //! status 1.
 
@@ -213,6 +213,7 @@ pub fn record(sum: Summary) -> RunRecord {
         centre_of_mass: sum.centre_of_mass,
         max_strain: sum.max_strain,
         mean_strain: sum.mean_strain,
+        pinned_max_strain: sum.pinned_max_strain,
         penetration_m: sum.max_penetration_m,
         rollbacks: sum.recoveries,
         non_finite_frames: sum.nan_frames,

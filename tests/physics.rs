@@ -3,6 +3,7 @@
 
 use glam::{DQuat, DVec3, Vec3};
 use isocloth::{BaseMesh, Cloth, ClothMesh, Integrator, Material, SolverMethod, SolverSettings};
+mod common;
 use proptest::prelude::*;
 
 fn no_gravity() -> SolverSettings {
@@ -391,4 +392,61 @@ fn settings_changed_on_a_running_cloth_take_effect() {
         steps(&mut fresh);
         assert_eq!(switched.positions(), fresh.positions(), "{settings:?}");
     }
+}
+
+/// Edges whose two ends are both pinned measure the pins, not the solver: a cape whose pinned
+/// top row is pulled 10 % wider reports that stretch as `pinned_max_strain` (0.100 to within
+/// 1e-9: the pinned nodes sit exactly on their targets), while `max_strain` and `mean_strain`
+/// are exactly the max and mean over the other edges (recomputed here from the strain edges).
+#[test]
+fn a_row_stretched_by_its_pins_is_reported_apart_from_max_strain() {
+    let mut cloth = common::hanging_cape(1.0, 1.0, 8);
+    let pins = cloth.pins().to_vec();
+    let targets: Vec<DVec3> = pins
+        .iter()
+        .map(|&p| {
+            let x = cloth.positions()[p as usize];
+            DVec3::new(1.1 * x.x, x.y, x.z)
+        })
+        .collect();
+    cloth.set_pin_targets(&targets).unwrap();
+    for _ in 0..30 {
+        cloth.step(1.0 / 60.0).unwrap();
+    }
+    let m = cloth.measures();
+    assert!(
+        (m.pinned_max_strain - 0.1).abs() < 1e-9,
+        "pinned row strain {}",
+        m.pinned_max_strain
+    );
+    let pinned: Vec<bool> = (0..cloth.positions().len())
+        .map(|i| pins.contains(&(i as u32)))
+        .collect();
+    let x = cloth.positions();
+    let (mut max, mut sum, mut count) = (0.0f64, 0.0f64, 0usize);
+    for e in cloth.model().mesh().strain_edges() {
+        if pinned[e.a as usize] && pinned[e.b as usize] {
+            continue;
+        }
+        let (a, b) = (x[e.a as usize], x[e.b as usize]);
+        let len = match e.mid {
+            Some(mid) => a.distance(x[mid as usize]) + x[mid as usize].distance(b),
+            None => a.distance(b),
+        };
+        let s = (len / e.rest_length - 1.0).abs();
+        max = max.max(s);
+        sum += s;
+        count += 1;
+    }
+    assert_eq!(m.max_strain, max);
+    assert!((m.mean_strain - sum / count as f64).abs() < 1e-15);
+}
+
+/// With no two pins on one edge (the two-pin square's corners), nothing is left out:
+/// `pinned_max_strain` is exactly 0.
+#[test]
+fn pins_that_share_no_edge_leave_every_edge_in_max_strain() {
+    let (mut cloth, _) = two_pin_square(6, SolverSettings::default());
+    cloth.step(1.0 / 60.0).unwrap();
+    assert_eq!(cloth.measures().pinned_max_strain, 0.0);
 }

@@ -338,6 +338,7 @@ fn a_check_run_makes_the_rule_see_the_worst_figures() {
         centre_of_mass: vec![DVec3::X, DVec3::Y],
         max_strain: 0.05,
         mean_strain: 0.004,
+        pinned_max_strain: 0.0,
         penetration_m: 2e-4,
         rollbacks: 1,
         non_finite_frames: 0,
@@ -346,6 +347,7 @@ fn a_check_run_makes_the_rule_see_the_worst_figures() {
         centre_of_mass: vec![DVec3::Z; 7],
         max_strain: 0.3,
         mean_strain: 0.001,
+        pinned_max_strain: 0.02,
         penetration_m: 1e-3,
         rollbacks: 2,
         non_finite_frames: 1,
@@ -355,6 +357,7 @@ fn a_check_run_makes_the_rule_see_the_worst_figures() {
     assert_eq!(r.centre_of_mass, primary.centre_of_mass);
     assert_eq!((r.max_strain, r.mean_strain), (0.3, 0.004));
     assert_eq!(r.penetration_m, 1e-3);
+    assert_eq!(r.pinned_max_strain, 0.02);
     assert_eq!((r.rollbacks, r.non_finite_frames), (3, 1));
     let mut nan = primary.clone();
     nan.absorb_check(&RunRecord {

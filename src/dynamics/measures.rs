@@ -10,10 +10,16 @@ use crate::model::ClothModel;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Measures {
     /// Max over base edges `(a, b)` of `|(|x_a - r_ab| + |r_ab - x_b|) / rest_length - 1|`: the
-    /// stretch of the *render* mesh, measured through black nodes.
+    /// stretch of the *render* mesh, measured through black nodes. Edges with both ends pinned
+    /// are left out: their length is the pins' (a skin that stretches the pinned row), not the
+    /// solver's; they are [`Measures::pinned_max_strain`].
     pub max_strain: f64,
-    /// Mean of the same `|strain|` over base edges.
+    /// Mean of the same `|strain|` over the base edges [`Measures::max_strain`] counts.
     pub mean_strain: f64,
+    /// Max `|strain|` over the base edges with both ends pinned: the stretch the pins impose
+    /// (zero when no two pins share an edge, or when they move rigidly).
+    #[serde(default)]
+    pub pinned_max_strain: f64,
     /// Max relative error of the red-red distances of the rigid (red) triangles.
     pub isometry_residual: f64,
     /// Max distance of a black node from its conformity constraint (or of two boundary corners
@@ -55,11 +61,18 @@ pub(crate) fn measure(
 ) -> Measures {
     let x = positions;
     let mesh = &model.mesh;
-    let (mut max_strain, mut sum_strain) = (0.0f64, 0.0);
+    let (mut max_strain, mut sum_strain, mut free_edges) = (0.0f64, 0.0, 0usize);
+    let mut pinned_max_strain = 0.0f64;
+    let pinned = &model.pinned_mask;
     for e in mesh.strain_edges() {
         let s = edge_strain(e, x);
-        max_strain = max_strain.max(s);
-        sum_strain += s;
+        if pinned[e.a as usize] && pinned[e.b as usize] {
+            pinned_max_strain = pinned_max_strain.max(s);
+        } else {
+            max_strain = max_strain.max(s);
+            sum_strain += s;
+            free_edges += 1;
+        }
     }
     let r = &model.terms.rigid;
     let mut isometry_residual = 0.0f64;
@@ -76,7 +89,8 @@ pub(crate) fn measure(
     let m = &model.masses;
     Measures {
         max_strain,
-        mean_strain: sum_strain / mesh.strain_edges().len() as f64,
+        mean_strain: sum_strain / free_edges.max(1) as f64,
+        pinned_max_strain,
         isometry_residual,
         conformity_residual: conformity / mesh.mean_render_edge_length(),
         kinetic_energy: velocities

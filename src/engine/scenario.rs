@@ -598,6 +598,9 @@ pub struct Summary {
     pub max_strain: f64,
     /// Worst mean strain over the frames.
     pub mean_strain: f64,
+    /// Worst strain of the edges with both ends pinned (left out of `max_strain`: the pins'
+    /// stretch, see [`crate::Measures::pinned_max_strain`]).
+    pub pinned_max_strain: f64,
     /// Deepest node inside a body's thickness layer, m.
     pub max_penetration_m: f64,
     /// Worst conformity residual.
@@ -1043,6 +1046,7 @@ impl LoadedScenario {
             times: Vec::with_capacity(frames as usize),
             max_strain: 0.0,
             mean_strain: 0.0,
+            pinned_max_strain: 0.0,
             max_penetration_m: 0.0,
             conformity_residual: 0.0,
             nan_frames: 0,
@@ -1082,6 +1086,7 @@ impl LoadedScenario {
                 let m = sim.cloth.measures();
                 sum.max_strain = sum.max_strain.max(m.max_strain);
                 sum.mean_strain = sum.mean_strain.max(m.mean_strain);
+                sum.pinned_max_strain = sum.pinned_max_strain.max(m.pinned_max_strain);
                 sum.conformity_residual = sum.conformity_residual.max(m.conformity_residual);
                 let pen = world.resource::<ClothColliders>().set.max_penetration(
                     sim.cloth.positions(),

@@ -114,6 +114,8 @@ pub struct RunRecord {
     pub max_strain: f64,
     /// Worst mean strain over the frames.
     pub mean_strain: f64,
+    /// Worst strain of the edges with both ends pinned (the pins' stretch; not judged).
+    pub pinned_max_strain: f64,
     /// Deepest node inside a body's thickness layer after a frame (m).
     pub penetration_m: f64,
     /// Rollbacks after a non-finite step.
@@ -130,6 +132,7 @@ impl RunRecord {
     pub fn absorb_check(&mut self, check: &RunRecord) {
         self.max_strain = worst(self.max_strain, check.max_strain);
         self.mean_strain = worst(self.mean_strain, check.mean_strain);
+        self.pinned_max_strain = worst(self.pinned_max_strain, check.pinned_max_strain);
         self.penetration_m = worst(self.penetration_m, check.penetration_m);
         self.rollbacks += check.rollbacks;
         self.non_finite_frames += check.non_finite_frames;
@@ -216,6 +219,8 @@ pub struct Figures {
     pub max_strain: f64,
     /// Worst mean strain over the run.
     pub mean_strain: f64,
+    /// Worst strain of the edges with both ends pinned (reported, not judged).
+    pub pinned_max_strain: f64,
     /// Deepest penetration of a body's thickness layer (m).
     pub penetration_m: f64,
     /// Worst centre-of-mass distance from the reference over the converged window, over the
@@ -255,6 +260,7 @@ impl Figures {
             frame_ms_p99: pick(0.99),
             max_strain: record.max_strain,
             mean_strain: record.mean_strain,
+            pinned_max_strain: record.pinned_max_strain,
             penetration_m: record.penetration_m,
             trajectory_error: reference.trajectory_error(&record.centre_of_mass),
             rollbacks: record.rollbacks + u64::from(record.non_finite_frames),

@@ -181,6 +181,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let snap_every = (HZ as usize / APNG_FPS).max(1);
     let (mut max_strain, mut mean_strain, mut max_pen) = (0.0f64, 0.0f64, 0.0f64);
     let mut inside_max = 0usize;
+    let mut pinned_max_strain = 0.0f64;
     let mut times = Vec::with_capacity(frames);
     let mut tiles = Vec::new();
     let mut apng_frames: Vec<Vec<u8>> = Vec::new();
@@ -204,6 +205,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         let m = sim.cloth.measures();
         max_strain = max_strain.max(m.max_strain);
         mean_strain = mean_strain.max(m.mean_strain);
+        pinned_max_strain = pinned_max_strain.max(m.pinned_max_strain);
         let set = &world.resource::<ClothColliders>().set;
         let x = sim.cloth.positions();
         max_pen = max_pen.max(set.max_penetration(x, thickness));
@@ -297,13 +299,18 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     println!("{:<22} {:>12}", "frames", frames);
     println!("{:<22} {:>11.2}%", "max strain", 100.0 * max_strain);
     println!("{:<22} {:>11.2}%", "mean strain", 100.0 * mean_strain);
+    println!(
+        "{:<22} {:>11.2}%",
+        "pinned max strain",
+        100.0 * pinned_max_strain
+    );
     println!("{:<22} {:>10.2}mm", "max penetration", 1e3 * max_pen);
     println!("{:<22} {:>12}", "nodes inside a body", inside_max);
     println!("{:<22} {:>10.3}ms", "tick median", median);
     println!("contact sheet: {}", sheet_path.display());
     println!("animation: {}", apng_path.display());
     println!(
-        "{{\"file\":{:?},\"clip\":{:?},\"preset\":{:?},\"frames\":{},\"capsules\":{},\"cape_nodes\":{},\"max_strain\":{:.6},\"mean_strain\":{:.6},\"max_penetration_m\":{:.6},\"nodes_inside_body\":{},\"step_ms_median\":{:.4},\"tapered\":{},\"contact_sheet\":{:?},\"animation\":{:?}}}",
+        "{{\"file\":{:?},\"clip\":{:?},\"preset\":{:?},\"frames\":{},\"capsules\":{},\"cape_nodes\":{},\"max_strain\":{:.6},\"mean_strain\":{:.6},\"pinned_max_strain\":{:.6},\"max_penetration_m\":{:.6},\"nodes_inside_body\":{},\"step_ms_median\":{:.4},\"tapered\":{},\"contact_sheet\":{:?},\"animation\":{:?}}}",
         args.file,
         character.clips()[clip].name,
         args.preset.0,
@@ -312,6 +319,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         sim.cloth.positions().len(),
         max_strain,
         mean_strain,
+        pinned_max_strain,
         max_pen,
         inside_max,
         median,
