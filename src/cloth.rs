@@ -15,7 +15,9 @@ use std::sync::Arc;
 use glam::{DVec3, Vec3};
 
 use crate::aero::Aerodynamics;
-use crate::collision::{ColliderSet, ContactForce, ContactSettings, Pose, ResponseCache};
+use crate::collision::{
+    BodyExclusions, ColliderSet, ContactForce, ContactSettings, Pose, ResponseCache,
+};
 use crate::equilibrium::{RelaxReport, relax};
 use crate::error::ClothError;
 use crate::flags::NodeFlags;
@@ -109,6 +111,8 @@ pub struct Cloth {
     self_collision: SelfCollisionSettings,
     /// The self-contact forces the last step ended with (the next step's warm start).
     self_forces: Vec<(RawPair, f64)>,
+    /// Bodies that do not push some nodes ([`Cloth::set_body_exclusions`]).
+    body_exclusions: BodyExclusions,
     sleep: Sleep,
     /// How many times the cloth went back to its last good state.
     recoveries: u64,
@@ -145,6 +149,7 @@ impl Cloth {
             limit_forces: Vec::new(),
             self_collision: SelfCollisionSettings::default(),
             self_forces: Vec::new(),
+            body_exclusions: BodyExclusions::default(),
             sleep: Sleep::default(),
             recoveries: 0,
             fault: false,
@@ -465,6 +470,34 @@ impl Cloth {
         self.limits = limits;
         self.wake();
         Ok(())
+    }
+
+    /// Sets which bodies do not push which nodes (replacing the last list; empty: every body
+    /// pushes every node it meets). The ECS layer sets it from the cloth's attachments: the
+    /// nodes a pin holds and the ring next to them are not pushed by the bodies of the bones
+    /// that hold them (a collar capsule around the nodes pinned to the collar would fight the
+    /// pins). Wakes the cloth.
+    pub fn set_body_exclusions(&mut self, exclusions: BodyExclusions) -> Result<(), ClothError> {
+        if !exclusions.is_empty() && exclusions.node_count() != n_nodes(self) {
+            return Err(ClothError::InvalidSetting {
+                name: "body exclusions",
+                reason: format!(
+                    "made for {} nodes, the cloth has {}",
+                    exclusions.node_count(),
+                    n_nodes(self)
+                ),
+            });
+        }
+        if exclusions != self.body_exclusions {
+            self.body_exclusions = exclusions;
+            self.wake();
+        }
+        Ok(())
+    }
+
+    /// The bodies that do not push which nodes ([`Cloth::set_body_exclusions`]).
+    pub fn body_exclusions(&self) -> &BodyExclusions {
+        &self.body_exclusions
     }
 
     /// The self-collision settings in force.
@@ -848,6 +881,7 @@ impl Cloth {
                 .self_collision
                 .enabled
                 .then_some(self.self_collision.thickness),
+            exclusions: &self.body_exclusions,
         };
         if !substep(&inputs, &mut self.state, ws) {
             self.fault = true;

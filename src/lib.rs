@@ -71,8 +71,8 @@ pub use aero::Aerodynamics;
 pub use attachment::{AttachError, AttachmentSettings, Attachments, Influence};
 pub use cloth::{Cloth, ClothSnapshot, ClothState, StepReport};
 pub use collision::{
-    ColliderError, ColliderId, ColliderSet, ColliderShape, ContactForce, ContactSettings,
-    ConvexHull, HeightField, Pose, TriangleMesh,
+    BodyExclusions, ColliderError, ColliderId, ColliderSet, ColliderShape, CollisionGroups,
+    ContactForce, ContactSettings, ConvexHull, GroupError, HeightField, Pose, TriangleMesh,
 };
 pub use energy::{BendingRest, Material};
 pub use equilibrium::RelaxReport;

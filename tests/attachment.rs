@@ -330,3 +330,45 @@ fn drag_bounds_a_falling_sheet_and_damping_takes_energy() {
     let (free, damped) = (energy(0.0), energy(5.0));
     assert!(damped < 0.5 * free, "damped {damped} free {free}");
 }
+
+/// The pin rule's exclusions: with the default one ring, every pinned node and every node
+/// sharing a render triangle with one is excluded from the bodies of the pins' bone (here
+/// colliders 7 and 9 on bone 0), and no other node or body is; two rings reach the next row of
+/// nodes too; zero rings exclude nothing.
+#[test]
+fn pinned_nodes_and_their_ring_ignore_the_bodies_of_their_bones() {
+    let cloth = common::hanging_cape(0.6, 0.6, 6);
+    let bind = Pose::from_translation(DVec3::new(0.0, 1.5, 0.0));
+    let at = |rings| {
+        let a = common::bind_pins_to_one_bone(
+            &cloth,
+            bind,
+            AttachmentSettings {
+                unpushed_rings: rings,
+                ..AttachmentSettings::default()
+            },
+        );
+        a.body_exclusions(&cloth, |bone| if bone == 0 { vec![7, 9] } else { vec![] })
+            .unwrap()
+    };
+    let pins = cloth.pins();
+    let tris = cloth.model().mesh().render_triangles();
+    let ring: Vec<u32> = (0..cloth.positions().len() as u32)
+        .filter(|n| {
+            pins.contains(n)
+                || tris
+                    .iter()
+                    .any(|t| t.contains(n) && t.iter().any(|v| pins.contains(v)))
+        })
+        .collect();
+    let one = at(1);
+    assert_eq!(one.len(), 2 * ring.len());
+    for n in 0..cloth.positions().len() as u32 {
+        let inside = ring.contains(&n);
+        assert_eq!(one.excludes(n, 7), inside, "node {n}");
+        assert_eq!(one.excludes(n, 9), inside, "node {n}");
+        assert!(!one.excludes(n, 8));
+    }
+    assert!(at(2).len() > one.len());
+    assert!(at(0).is_empty());
+}

@@ -250,3 +250,43 @@ fn assert_one_line_errors(cases: &[(&str, String, &str)]) {
         );
     }
 }
+
+/// Collision groups in a scenario file: a sheet falling onto a sphere of group 2 lands on it
+/// when the cloth's `contact.groups` meet group 2 (penetration under 1 mm, centre of mass
+/// ending above the sphere's centre) and falls past it when they do not (centre of mass over
+/// 1 m below); a group outside 1..=32 is refused with the field's path.
+#[test]
+fn scenario_groups_decide_which_bodies_the_cloth_meets() {
+    let text = |cloth: &str, body: &str| {
+        format!(
+            "(name: \"g\", mesh: Rectangle(width: 0.4, height: 0.4, cells_x: 4, cells_y: 4), \
+             placement: (translation: (-0.2, 0.3, 0.2), rotation_deg: (-90.0, 0.0, 0.0)), \
+             contact: (groups: {cloth}), \
+             colliders: [(shape: Sphere(radius: 0.1), groups: {body}, \
+             motion: Static(translation: (0.0, 0.0, 0.0)))], frames: 40)"
+        )
+    };
+    let (_, _, met) = run_text(
+        "groups_meet",
+        &text(
+            "(memberships: [1], filter: [2])",
+            "(memberships: [2], filter: [1])",
+        ),
+    )
+    .unwrap();
+    assert!(met.max_penetration_m < 1e-3, "{}", met.max_penetration_m);
+    assert!(met.centre_of_mass.last().unwrap().y > 0.0);
+    let (_, _, passed) = run_text(
+        "groups_pass",
+        &text("(memberships: [1], filter: [1])", "(memberships: [2])"),
+    )
+    .unwrap();
+    assert!(passed.centre_of_mass.last().unwrap().y < -1.0);
+    // Penetration counts only the bodies the cloth meets.
+    assert_eq!(passed.max_penetration_m, 0.0);
+    assert_one_line_errors(&[(
+        "groups_bad",
+        text("(memberships: [33])", "(memberships: [2])"),
+        "contact.groups",
+    )]);
+}

@@ -34,6 +34,17 @@ pub struct AttachmentSettings {
     /// Anchor displacement in one frame (metres) beyond which the cloth is teleported with the
     /// character instead of simulated across the gap. Default 1 m (60 m/s at 60 Hz).
     pub teleport_distance: f64,
+    /// Rings of nodes around the attached ones that the bodies of their own bones do not push
+    /// ([`Attachments::body_exclusions`]; the ECS layer and the Bevy plugin apply it): a collar
+    /// or neck capsule around the nodes pinned to that bone would push them against their
+    /// pins and stretch the row beside them. Each ring is the nodes sharing a render triangle
+    /// with the last (the attached nodes' neighbours at 1). 0 turns it off. Default 1.
+    #[serde(default = "one")]
+    pub unpushed_rings: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 impl Default for AttachmentSettings {
@@ -42,6 +53,7 @@ impl Default for AttachmentSettings {
             linear_inertia: 1.0,
             angular_inertia: 1.0,
             teleport_distance: 1.0,
+            unpushed_rings: 1,
         }
     }
 }
@@ -339,6 +351,91 @@ impl Attachments {
         settings.validate()?;
         self.settings = settings;
         Ok(())
+    }
+
+    /// Which bodies do not push which nodes: the attached nodes and
+    /// [`AttachmentSettings::unpushed_rings`] rings of nodes around them, each against the
+    /// bodies of the bones that hold the attached nodes it is near (`bodies_of(bone)`: the
+    /// colliders carried by bone `bone`). For [`Cloth::set_body_exclusions`]. Allocates: call it
+    /// when the bodies or the pins change, not every frame.
+    pub fn body_exclusions(
+        &self,
+        cloth: &Cloth,
+        mut bodies_of: impl FnMut(u32) -> Vec<crate::collision::ColliderId>,
+    ) -> Result<crate::collision::BodyExclusions, ClothError> {
+        let n = cloth.positions().len();
+        let rings = self.settings.unpushed_rings;
+        if rings == 0 || self.pins.nodes.is_empty() {
+            return Ok(crate::collision::BodyExclusions::default());
+        }
+        // Node adjacency through render triangles.
+        let tris = cloth.model().mesh().render_triangles();
+        let mut degree = vec![0u32; n + 1];
+        for t in tris {
+            for &v in t {
+                degree[v as usize + 1] += 2;
+            }
+        }
+        for i in 0..n {
+            degree[i + 1] += degree[i];
+        }
+        let mut fill = degree.clone();
+        let mut adjacent = vec![0u32; degree[n] as usize];
+        for t in tris {
+            for k in 0..3 {
+                let v = t[k] as usize;
+                for j in [t[(k + 1) % 3], t[(k + 2) % 3]] {
+                    adjacent[fill[v] as usize] = j;
+                    fill[v] += 1;
+                }
+            }
+        }
+        // Each node's bones: the attached nodes' own, spread ring by ring.
+        let mut bones: Vec<Vec<u32>> = vec![Vec::new(); n];
+        let mut front: Vec<u32> = Vec::new();
+        for (k, &node) in self.pins.nodes.iter().enumerate() {
+            let (s, e) = (
+                self.pins.ranges[k] as usize,
+                self.pins.ranges[k + 1] as usize,
+            );
+            bones[node as usize].extend_from_slice(&self.pins.bones[s..e]);
+            front.push(node);
+        }
+        let mut reached = vec![false; n];
+        for &node in &front {
+            reached[node as usize] = true;
+        }
+        for _ in 0..rings {
+            let mut next = Vec::new();
+            for &v in &front {
+                let from = bones[v as usize].clone();
+                for &j in &adjacent[degree[v as usize] as usize..degree[v as usize + 1] as usize] {
+                    let j = j as usize;
+                    if !reached[j] || next.contains(&(j as u32)) {
+                        for &b in &from {
+                            if !bones[j].contains(&b) {
+                                bones[j].push(b);
+                            }
+                        }
+                        if !reached[j] {
+                            reached[j] = true;
+                            next.push(j as u32);
+                        }
+                    }
+                }
+            }
+            front = next;
+        }
+        let mut per_bone: Vec<Option<Vec<crate::collision::ColliderId>>> =
+            vec![None; self.bone_count];
+        let mut pairs = Vec::new();
+        for (node, list) in bones.iter().enumerate() {
+            for &b in list {
+                let bodies = per_bone[b as usize].get_or_insert_with(|| bodies_of(b));
+                pairs.extend(bodies.iter().map(|&c| (node as u32, c)));
+            }
+        }
+        crate::collision::BodyExclusions::new(n, pairs)
     }
 
     /// Skinned target of every attached node for `poses`, in [`Attachments::nodes`] order.

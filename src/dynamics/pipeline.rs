@@ -9,7 +9,7 @@
 use glam::DVec3;
 
 use crate::aero::Aerodynamics;
-use crate::collision::{ColliderSet, ContactSettings};
+use crate::collision::{BodyExclusions, ColliderSet, ContactSettings};
 use crate::integrator::{History, Scheme, predict, velocity};
 use crate::limits::LimitFrame;
 use crate::model::{ClothModel, SolverSettings};
@@ -51,6 +51,8 @@ pub(crate) struct SubstepInputs<'a> {
     pub limits: Option<LimitFrame<'a>>,
     /// The cloth's self-collision thickness, if it collides with itself.
     pub self_thickness: Option<f64>,
+    /// Bodies that do not push some nodes.
+    pub exclusions: &'a BodyExclusions,
 }
 
 /// One substep of `state`; pinned entries of `ws.x_new` already hold their positions for the
@@ -141,6 +143,7 @@ pub(crate) fn substep(
             pinned: &model.pinned_mask,
             targets: &ws.x_new,
         }),
+        inputs.exclusions,
     );
     if ws.contact_pass.self_contact.active() {
         // Self-contact's impulse on the prediction (see `self_contact`), before the iterations.

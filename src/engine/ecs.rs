@@ -49,7 +49,9 @@ use serde::{Deserialize, Serialize};
 use crate::aero::Aerodynamics;
 use crate::attachment::{AttachError, Attachments};
 use crate::cloth::{Cloth, StepReport};
-use crate::collision::{ColliderId, ColliderSet, ColliderShape, ContactSettings, Pose};
+use crate::collision::{
+    ColliderId, ColliderSet, ColliderShape, CollisionGroups, ContactSettings, Pose,
+};
 use crate::error::ClothError;
 use crate::limits::LimitSettings;
 use crate::load::{checked, count, positive, vector};
@@ -97,6 +99,12 @@ pub struct BoneCollider {
     /// Offset of the shape from the bone.
     pub offset: Pose,
 }
+
+/// Collision groups ([`CollisionGroups`]) of a cloth or a body entity. On a cloth entity: which
+/// bodies the cloth meets (replacing [`ClothConfig::contact`]'s `groups` for it); on an entity
+/// with a collider: the body's groups. Without it both are in every group and meet every group.
+#[derive(Component, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ClothCollisionGroups(pub CollisionGroups);
 
 /// Nodes of this entity's cloth hung from bone entities. `bones[k]` is the entity whose
 /// [`BonePose`] drives influence bone `k` of `attachments`.
@@ -347,11 +355,33 @@ impl ClothColliders {
         colliders: impl IntoIterator<Item = (Entity, ColliderShape, Pose)>,
         teleport_distance: f64,
     ) {
+        self.gather_grouped(
+            colliders
+                .into_iter()
+                .map(|(e, s, p)| (e, s, p, CollisionGroups::ALL)),
+            teleport_distance,
+        );
+    }
+
+    /// [`ClothColliders::gather`] with each collider's [`CollisionGroups`].
+    pub fn gather_grouped(
+        &mut self,
+        colliders: impl IntoIterator<Item = (Entity, ColliderShape, Pose, CollisionGroups)>,
+        teleport_distance: f64,
+    ) {
         self.begin_tick();
-        for (entity, shape, world) in colliders {
+        for (entity, shape, world, groups) in colliders {
             self.pose(entity, shape, world, teleport_distance);
+            if let Some(&id) = self.ids.get(&entity) {
+                let _ = self.set.set_groups(id, groups);
+            }
         }
         self.end_tick();
+    }
+
+    /// The collider of `entity` in [`ClothColliders::set`], if it has one.
+    pub fn collider_of(&self, entity: Entity) -> Option<ColliderId> {
+        self.ids.get(&entity).copied()
     }
 
     /// Starts a tick: the last frame's end poses become the start poses, and the skipped list
@@ -424,7 +454,12 @@ pub fn add_cloth_systems(schedule: &mut Schedule) {
             .chain(),
     );
     schedule.add_systems(
-        (gather_colliders, drive_attachments, plan_cloth_lod)
+        (
+            gather_colliders,
+            drive_attachments,
+            exclude_pin_bodies,
+            plan_cloth_lod,
+        )
             .chain()
             .in_set(ClothSystems::S1GatherPoses),
     );
@@ -511,16 +546,68 @@ pub fn init_cloth_resources(world: &mut World) {
 /// rather than swept: a body swept 100 m through the cloth's new place would push every node it
 /// passes (measured in the soak: mean strain 285 % after a teleport).
 pub fn gather_colliders(
-    bones: Query<(Entity, &BonePose, &BoneCollider)>,
+    bones: Query<(
+        Entity,
+        &BonePose,
+        &BoneCollider,
+        Option<&ClothCollisionGroups>,
+    )>,
     config: Res<ClothConfig>,
     mut colliders: ResMut<ClothColliders>,
 ) {
-    colliders.gather(
-        bones
-            .iter()
-            .map(|(entity, pose, c)| (entity, c.shape.clone(), pose.0.mul(&c.offset))),
+    colliders.gather_grouped(
+        bones.iter().map(|(entity, pose, c, groups)| {
+            (
+                entity,
+                c.shape.clone(),
+                pose.0.mul(&c.offset),
+                groups.map_or(CollisionGroups::ALL, |g| g.0),
+            )
+        }),
         config.collider_teleport_distance,
     );
+}
+
+/// S1 (after the attachments): the nodes each cloth's pins hold, and the rings around them,
+/// are not pushed by the bodies of the bones that hold them
+/// ([`crate::AttachmentSettings::unpushed_rings`], [`Attachments::body_exclusions`]). Computed
+/// again only when the collider set's membership or the pins change.
+pub fn exclude_pin_bodies(
+    mut cloths: Query<(Entity, &mut ClothSim, &ClothAttachments)>,
+    colliders: Res<ClothColliders>,
+    mut keys: Local<HashMap<Entity, u64>>,
+) {
+    for (entity, mut sim, att) in &mut cloths {
+        let key = exclusion_key(colliders.set.revision(), &att.bones, &att.attachments);
+        if keys.get(&entity) == Some(&key) || sim.cloth.pins() != att.attachments.nodes() {
+            continue;
+        }
+        let exclusions = att.attachments.body_exclusions(&sim.cloth, |bone| {
+            att.bones
+                .get(bone as usize)
+                .and_then(|&e| colliders.collider_of(e))
+                .into_iter()
+                .collect()
+        });
+        match exclusions.and_then(|x| sim.cloth.set_body_exclusions(x)) {
+            Ok(()) => {
+                keys.insert(entity, key);
+            }
+            Err(e) => sim.last_error = Some(e),
+        }
+    }
+}
+
+/// What a cloth's body exclusions depend on: the collider set's membership, the bone
+/// entities, the attached nodes and the ring count.
+pub fn exclusion_key(revision: u64, bones: &[Entity], attachments: &Attachments) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    revision.hash(&mut h);
+    bones.hash(&mut h);
+    attachments.nodes().hash(&mut h);
+    attachments.settings().unpushed_rings.hash(&mut h);
+    h.finish()
 }
 
 /// S1: drives attached cloths from their bones' poses (pin targets, teleports, inertia).
@@ -561,16 +648,27 @@ pub fn drive_attachments(
     }
 }
 
-/// Applies `config` to `cloth` where it differs (a different substep length refactors). With
-/// `budget` false the budget, timestep and gravity are left to the level of detail ([`ClothLod`]).
-fn configure(cloth: &mut Cloth, config: &ClothConfig, budget: bool) -> Result<(), ClothError> {
+/// Applies `config` to `cloth` where it differs (a different substep length refactors), with
+/// `groups` (the entity's [`ClothCollisionGroups`]) in place of the config's contact groups.
+/// With `budget` false the budget, timestep and gravity are left to the level of detail
+/// ([`ClothLod`]).
+fn configure(
+    cloth: &mut Cloth,
+    config: &ClothConfig,
+    groups: Option<&ClothCollisionGroups>,
+    budget: bool,
+) -> Result<(), ClothError> {
     if budget {
         configure_budget(cloth, config)?;
     } else if cloth.settings().gravity != config.gravity {
         cloth.set_gravity(config.gravity)?;
     }
-    if cloth.contact_settings() != &config.contact {
-        cloth.set_contact_settings(config.contact)?;
+    let contact = ContactSettings {
+        groups: groups.map_or(config.contact.groups, |g| g.0),
+        ..config.contact
+    };
+    if cloth.contact_settings() != &contact {
+        cloth.set_contact_settings(contact)?;
     }
     if cloth.aerodynamics() != &config.aero {
         cloth.set_aerodynamics(config.aero)?;
@@ -608,7 +706,12 @@ fn configure_budget(cloth: &mut Cloth, config: &ClothConfig) -> Result<(), Cloth
 /// [`ClothLod`] resource, each cloth runs at the rung its plan gave it
 /// ([`LodModels::tick`]), its time measured and recorded for the scheduler's estimates.
 pub fn step_cloths(
-    mut cloths: Query<(Entity, &mut ClothSim, Option<&ClothConfigOverride>)>,
+    mut cloths: Query<(
+        Entity,
+        &mut ClothSim,
+        Option<&ClothConfigOverride>,
+        Option<&ClothCollisionGroups>,
+    )>,
     config: Res<ClothConfig>,
     colliders: Res<ClothColliders>,
     lod: Option<ResMut<ClothLod>>,
@@ -617,10 +720,10 @@ pub fn step_cloths(
     let set = &colliders.set;
     let mut all: Vec<_> = cloths.iter_mut().collect();
     let Some(mut lod) = lod else {
-        all.par_iter_mut().for_each(|(_, sim, over)| {
+        all.par_iter_mut().for_each(|(_, sim, over, groups)| {
             let cfg = over.map_or(config, |o| &o.0);
             let sim = &mut **sim;
-            let result = configure(&mut sim.cloth, cfg, true)
+            let result = configure(&mut sim.cloth, cfg, *groups, true)
                 .and_then(|_| sim.cloth.step_with(cfg.timestep, set));
             finish_step(sim, result.map(Some));
         });
@@ -631,7 +734,7 @@ pub fn step_cloths(
     let shared = &*lod;
     let wall = std::time::Instant::now();
     all.par_iter_mut()
-        .map(|(entity, sim, over)| {
+        .map(|(entity, sim, over, groups)| {
             let cfg = over.map_or(config, |o| &o.0);
             let sim = &mut **sim;
             let Some(t) = shared.tracked.get(entity) else {
@@ -639,7 +742,7 @@ pub fn step_cloths(
             };
             let rung = shared.scheduler.rung(t.id).unwrap_or(0);
             let start = std::time::Instant::now();
-            let result = configure(&mut sim.cloth, cfg, false).and_then(|_| {
+            let result = configure(&mut sim.cloth, cfg, *groups, false).and_then(|_| {
                 let turn = (shared.ticks + u64::from(t.turn)).is_multiple_of(2);
                 shared.models[t.class as usize].tick(
                     &mut sim.cloth,

@@ -4,7 +4,9 @@
 //! placed, which vertices are pinned (indices or a box), the material, the budget preset,
 //! colliders with their motion (static, keyframed, or the built-in character of [`crate::rig`];
 //! a collider's `shape` by its parameters, or `obj: (path: "...", convex: false, scale: 1.0)`
-//! for a triangle mesh or convex hull read from an OBJ file),
+//! for a triangle mesh or convex hull read from an OBJ file; `groups: (memberships: [2],
+//! filter: [1, 2])` for its collision groups, also on `character`, the cloth's own in
+//! `contact: (groups: ...)`, see [`crate::CollisionGroups`]),
 //! whether pins follow the character's chest and clavicles, gravity, wind, contact settings,
 //! game constraints (`limits`, [`crate::LimitSettings`]), self-collision (`self_collision`,
 //! [`crate::SelfCollisionSettings`]) and the frame count. See `scenarios/*.ron` and the `scenario` example.
@@ -32,11 +34,12 @@ use crate::aero::Aerodynamics;
 use crate::attachment::{AttachmentSettings, Attachments};
 use crate::cloth::Cloth;
 use crate::collision::{
-    ColliderError, ColliderShape, ContactSettings, ConvexHull, Pose, TriangleMesh,
+    ColliderError, ColliderShape, CollisionGroups, ContactSettings, ConvexHull, Pose, TriangleMesh,
 };
 use crate::ecs::{
-    BoneCollider, BonePose, BudgetPreset, ClothAttachments, ClothColliders, ClothConfig,
-    ClothRenderMesh, ClothSim, add_cloth_systems, init_cloth_resources, spawn_character_bones,
+    BoneCollider, BonePose, BudgetPreset, ClothAttachments, ClothColliders, ClothCollisionGroups,
+    ClothConfig, ClothRenderMesh, ClothSim, add_cloth_systems, init_cloth_resources,
+    spawn_character_bones,
 };
 use crate::energy::Material;
 use crate::error::RonError;
@@ -257,6 +260,9 @@ struct ColliderSpec {
     #[serde(default, deserialize_with = "some")]
     obj: Option<ObjCollider>,
     motion: Motion,
+    /// The body's collision groups (lists of group numbers 1 to 32; default: all).
+    #[serde(default)]
+    groups: CollisionGroups,
 }
 
 /// A collider read from an OBJ file (path relative to the scenario file) by the rules of
@@ -404,6 +410,9 @@ struct CharacterSpec {
     linear_inertia: f64,
     #[serde(default = "one", deserialize_with = "unit")]
     angular_inertia: f64,
+    /// The character's bodies' collision groups (default: all).
+    #[serde(default)]
+    groups: CollisionGroups,
 }
 
 impl Validate for Animation {
@@ -888,7 +897,15 @@ pub fn load_varied(
     let bone_entities = match &rig {
         Some(r) => {
             r.poses(&mut poses);
-            spawn_character_bones(&mut world, &poses)
+            let bones = spawn_character_bones(&mut world, &poses);
+            if let Some(spec) = &s.character {
+                for &b in &bones {
+                    world
+                        .entity_mut(b)
+                        .insert(ClothCollisionGroups(spec.groups));
+                }
+            }
+            bones
         }
         None => Vec::new(),
     };
@@ -908,6 +925,7 @@ pub fn load_varied(
                     shape,
                     offset: Pose::IDENTITY,
                 },
+                ClothCollisionGroups(c.groups),
             ))
             .id();
         if let Motion::Keyframes(keys) = &c.motion {
@@ -1088,10 +1106,16 @@ impl LoadedScenario {
                 sum.mean_strain = sum.mean_strain.max(m.mean_strain);
                 sum.pinned_max_strain = sum.pinned_max_strain.max(m.pinned_max_strain);
                 sum.conformity_residual = sum.conformity_residual.max(m.conformity_residual);
-                let pen = world.resource::<ClothColliders>().set.max_penetration(
-                    sim.cloth.positions(),
-                    sim.cloth.contact_settings().thickness,
-                );
+                // The bodies the cloth meets: one its groups let through is not penetrated.
+                let contact = sim.cloth.contact_settings();
+                let pen = world
+                    .resource::<ClothColliders>()
+                    .set
+                    .max_penetration_meeting(
+                        sim.cloth.positions(),
+                        contact.thickness,
+                        contact.groups,
+                    );
                 sum.max_penetration_m = sum.max_penetration_m.max(pen);
                 if let Some(dir) = obj_dir {
                     let mesh = world

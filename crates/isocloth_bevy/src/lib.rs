@@ -78,15 +78,16 @@ use bevy_transform::components::{GlobalTransform, Transform};
 use glam::{DVec3, Mat4, Vec3};
 use isocloth::attachment::{AttachError, AttachmentSettings, Attachments, Influence};
 use isocloth::ecs::{
-    ClothColliders, ClothConfig, ClothLod, init_cloth_resources, plan_cloth_lod, step_cloths,
+    ClothColliders, ClothConfig, ClothLod, exclusion_key, init_cloth_resources, plan_cloth_lod,
+    step_cloths,
 };
 use isocloth::{
-    BaseMesh, Cloth, ClothError, ClothMesh, ColliderError, ColliderShape, ConvexHull, Material,
-    MeshError, Pose, TriangleMesh,
+    BaseMesh, Cloth, ClothError, ClothMesh, ColliderError, ColliderShape, CollisionGroups,
+    ConvexHull, Material, MeshError, Pose, TriangleMesh,
 };
 use thiserror::Error;
 
-pub use isocloth::ecs::{ClothConfigOverride, ClothSim, ClothSystems};
+pub use isocloth::ecs::{ClothCollisionGroups, ClothConfigOverride, ClothSim, ClothSystems};
 
 /// Adds isocloth to a Bevy app: the [`ClothConfig`] and [`ClothColliders`] resources (where
 /// missing), the systems in their numbered sets on `FixedUpdate`, and the fixed timestep.
@@ -128,6 +129,7 @@ impl Plugin for IsoclothPlugin {
                 build_cloths,
                 gather_colliders,
                 drive_pins,
+                exclude_pin_bodies,
                 viewer_from_camera,
                 plan_cloth_lod,
             )
@@ -284,8 +286,10 @@ pub struct ClothBones {
 }
 
 /// A collision shape on an entity with a `GlobalTransform` (a bone), in the frame
-/// `GlobalTransform * offset` (scale ignored). Every cloth collides with it; it leaves the
-/// collider set when the entity is despawned or the component removed.
+/// `GlobalTransform * offset` (scale ignored). Every cloth whose groups meet the entity's
+/// [`ClothCollisionGroups`] (all, without one) collides with it, except the nodes pinned to this
+/// entity and the ring next to them ([`exclude_pin_bodies`]); it leaves the collider set when
+/// the entity is despawned or the component removed.
 #[derive(Component, Debug, Clone, PartialEq)]
 pub struct ClothCollider {
     /// The shape.
@@ -755,16 +759,58 @@ fn to_local(transform: &GlobalTransform, positions: &mut [Vec3], normals: &mut [
 /// [`ClothColliders::skipped`] (the collider keeps its last pose); a jump beyond
 /// [`ClothConfig::collider_teleport_distance`] teleports.
 pub fn gather_colliders(
-    entities: Query<(Entity, &GlobalTransform, &ClothCollider)>,
+    entities: Query<(
+        Entity,
+        &GlobalTransform,
+        &ClothCollider,
+        Option<&ClothCollisionGroups>,
+    )>,
     config: Res<ClothConfig>,
     mut colliders: ResMut<ClothColliders>,
 ) {
-    colliders.gather(
-        entities
-            .iter()
-            .map(|(entity, t, c)| (entity, c.shape.clone(), rigid_pose(t).mul(&c.offset))),
+    colliders.gather_grouped(
+        entities.iter().map(|(entity, t, c, groups)| {
+            (
+                entity,
+                c.shape.clone(),
+                rigid_pose(t).mul(&c.offset),
+                groups.map_or(CollisionGroups::ALL, |g| g.0),
+            )
+        }),
         config.collider_teleport_distance,
     );
+}
+
+/// S1 (after the pins): the nodes a cloth's pins hold, and the rings around them, are not
+/// pushed by the colliders of the bone entities that hold them
+/// ([`isocloth::AttachmentSettings::unpushed_rings`], default one ring): a neck or collar
+/// capsule around the pinned row would push it against its pins. Computed again only when the
+/// collider set's membership or the pins change.
+pub fn exclude_pin_bodies(
+    mut cloths: Query<(Entity, &mut ClothSim, &ClothBones)>,
+    colliders: Res<ClothColliders>,
+    mut keys: Local<HashMap<Entity, u64>>,
+) {
+    for (entity, mut sim, bones) in &mut cloths {
+        let key = exclusion_key(colliders.set.revision(), &bones.bones, &bones.attachments);
+        if keys.get(&entity) == Some(&key) || sim.cloth.pins() != bones.attachments.nodes() {
+            continue;
+        }
+        let exclusions = bones.attachments.body_exclusions(&sim.cloth, |bone| {
+            bones
+                .bones
+                .get(bone as usize)
+                .and_then(|&e| colliders.collider_of(e))
+                .into_iter()
+                .collect()
+        });
+        match exclusions.and_then(|x| sim.cloth.set_body_exclusions(x)) {
+            Ok(()) => {
+                keys.insert(entity, key);
+            }
+            Err(e) => sim.last_error = Some(e),
+        }
+    }
 }
 
 /// S1: pinned vertices follow their bones. A bone that is despawned or has a non-finite

@@ -29,6 +29,7 @@
 //! colliders' boxes, giving a list of (node, collider) candidates; only those are tested in the
 //! iterations.
 
+mod groups;
 mod shapes;
 
 use std::sync::Arc;
@@ -44,6 +45,7 @@ use crate::flags::NodeFlags;
 use crate::limits::NodeLimit;
 use crate::self_contact::{RawPair, SelfContact, SelfFrame};
 
+pub use groups::{CollisionGroups, GroupError};
 pub use shapes::{ConvexHull, HeightField, TriangleMesh};
 
 /// A rigid pose: rotation then translation (world = rotation * local + translation).
@@ -400,6 +402,8 @@ struct Entry {
     /// Removed ([`ColliderSet::remove`]): collides with nothing, its slot free for the next
     /// [`ColliderSet::add`].
     removed: bool,
+    /// Which cloths it meets ([`ColliderSet::set_groups`]).
+    groups: CollisionGroups,
 }
 
 /// Kinematic bodies the cloths collide with (a character's capsules, the ground). Shared by every
@@ -442,6 +446,7 @@ impl ColliderSet {
             previous: pose,
             current: pose,
             removed: false,
+            groups: CollisionGroups::ALL,
         };
         match self.entries.get_mut(id) {
             Some(e) => *e = entry,
@@ -449,6 +454,38 @@ impl ColliderSet {
         }
         self.revision += 1;
         Ok(id)
+    }
+
+    /// Sets the collision groups of collider `id` (default [`CollisionGroups::ALL`]): a cloth
+    /// meets it only when their groups meet ([`CollisionGroups::meets`]). Takes effect at the
+    /// next step.
+    pub fn set_groups(
+        &mut self,
+        id: ColliderId,
+        groups: CollisionGroups,
+    ) -> Result<(), ColliderError> {
+        let e = self.entry_mut(id)?;
+        if e.groups != groups {
+            e.groups = groups;
+            self.revision += 1;
+        }
+        Ok(())
+    }
+
+    /// The collision groups of collider `id`, if it exists.
+    pub fn groups(&self, id: ColliderId) -> Option<CollisionGroups> {
+        self.entries
+            .get(id)
+            .filter(|e| !e.removed)
+            .map(|e| e.groups)
+    }
+
+    /// How many colliders a cloth of `groups` meets (removed ones left out).
+    pub fn count_meeting(&self, groups: CollisionGroups) -> usize {
+        self.entries
+            .iter()
+            .filter(|e| !e.removed && groups.meets(e.groups))
+            .count()
     }
 
     /// Removes collider `id` (a despawned bone): from the next step on it collides with nothing,
@@ -470,8 +507,9 @@ impl ColliderSet {
         self.entries.is_empty()
     }
 
-    /// How many times colliders were added or removed.
-    pub(crate) fn revision(&self) -> u64 {
+    /// Counts additions, removals and group changes (not poses): what a cache of per-collider
+    /// data (a cloth's [`BodyExclusions`]) is keyed on.
+    pub fn revision(&self) -> u64 {
         self.revision
     }
 
@@ -565,8 +603,23 @@ impl ColliderSet {
     /// the end of the frame: `max(0, thickness - signed distance)` (DESIGN.md section 6,
     /// "penetration").
     pub fn max_penetration(&self, points: &[DVec3], thickness: f64) -> f64 {
+        self.max_penetration_meeting(points, thickness, CollisionGroups::ALL)
+    }
+
+    /// [`ColliderSet::max_penetration`] over the colliders a cloth of `groups` meets (those it
+    /// may overlap are not penetrated: it does not collide with them).
+    pub fn max_penetration_meeting(
+        &self,
+        points: &[DVec3],
+        thickness: f64,
+        groups: CollisionGroups,
+    ) -> f64 {
         let mut worst = 0.0f64;
-        for e in self.entries.iter().filter(|e| !e.removed) {
+        for e in self
+            .entries
+            .iter()
+            .filter(|e| !e.removed && groups.meets(e.groups))
+        {
             let body = Body::new(&e.shape, e.current, 0.0);
             for &p in points {
                 let d = body.signed_distance(e.current.inverse_transform_point(p));
@@ -602,6 +655,10 @@ pub struct ContactSettings {
     /// dropped off-centre on a bar can balance on it instead of sliding off
     /// (`docs/lab/2026-11-27-one-iteration.md`). Default true.
     pub split_impulses: bool,
+    /// Which bodies this cloth meets ([`CollisionGroups`]; in files, lists of group numbers
+    /// 1 to 32). A body whose groups do not meet these is not seen by the broad phase. Default
+    /// [`CollisionGroups::ALL`].
+    pub groups: CollisionGroups,
 }
 
 impl Default for ContactSettings {
@@ -612,6 +669,7 @@ impl Default for ContactSettings {
             enabled: true,
             max_depenetration_speed: 1.0,
             split_impulses: true,
+            groups: CollisionGroups::ALL,
         }
     }
 }
@@ -632,6 +690,76 @@ impl ContactSettings {
             });
         }
         crate::error::positive("max_depenetration_speed", self.max_depenetration_speed)
+    }
+}
+
+/// Bodies that do not push some of a cloth's nodes (per node, a short list of colliders):
+/// the nodes a pin holds and the ring next to them, against the bodies of the bones that hold
+/// them, so that a body and a pin do not fight over a node (the ECS layer fills it from the
+/// cloth's attachments, [`crate::Cloth::set_body_exclusions`]). Empty by default.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BodyExclusions {
+    /// Node `i`'s excluded colliders are `bodies[start[i]..start[i + 1]]` (empty: none).
+    start: Vec<u32>,
+    bodies: Vec<u32>,
+}
+
+impl BodyExclusions {
+    /// From `(node, collider)` pairs for a cloth of `nodes` nodes (any order, repeats merged).
+    /// A node index out of range is refused.
+    pub fn new(
+        nodes: usize,
+        given: impl IntoIterator<Item = (u32, ColliderId)>,
+    ) -> Result<Self, crate::ClothError> {
+        let mut pairs: Vec<(u32, u32)> = Vec::new();
+        for (node, body) in given {
+            if node as usize >= nodes || body > u32::MAX as usize {
+                return Err(crate::ClothError::InvalidSetting {
+                    name: "body exclusions",
+                    reason: format!("node {node} of a cloth of {nodes} nodes, collider {body}"),
+                });
+            }
+            pairs.push((node, body as u32));
+        }
+        if pairs.is_empty() {
+            return Ok(Self::default());
+        }
+        pairs.sort_unstable();
+        pairs.dedup();
+        let mut start = vec![0u32; nodes + 1];
+        for &(n, _) in &pairs {
+            start[n as usize + 1] += 1;
+        }
+        for i in 0..nodes {
+            start[i + 1] += start[i];
+        }
+        Ok(Self {
+            start,
+            bodies: pairs.into_iter().map(|(_, b)| b).collect(),
+        })
+    }
+
+    /// Whether no node has an exclusion.
+    pub fn is_empty(&self) -> bool {
+        self.bodies.is_empty()
+    }
+
+    /// The node count it was made for (0 when empty).
+    pub fn node_count(&self) -> usize {
+        self.start.len().saturating_sub(1)
+    }
+
+    /// How many (node, collider) pairs are excluded.
+    pub fn len(&self) -> usize {
+        self.bodies.len()
+    }
+
+    /// Whether collider `body` does not push `node`.
+    pub fn excludes(&self, node: u32, body: u32) -> bool {
+        match self.start.get(node as usize..node as usize + 2) {
+            Some(&[s, e]) => self.bodies[s as usize..e as usize].contains(&body),
+            _ => false,
+        }
     }
 }
 
@@ -1392,6 +1520,7 @@ impl ContactPass {
         x_start: &[DVec3],
         x_pred: &[DVec3],
         self_collision: Option<SelfFrame<'_>>,
+        exclusions: &BodyExclusions,
     ) {
         // The last substep's forces leave the sums (a node that was a candidate then may not
         // be one now).
@@ -1441,7 +1570,7 @@ impl ContactPass {
             let slack = SLACK + a.distance(b);
             let limit_slack = LIMIT_SLACK + a.distance(b);
             if !self.near.is_empty() {
-                self.body_candidates(i, a, b, slack);
+                self.body_candidates(i, a, b, slack, exclusions);
             }
             while next_limit < self.limits.len() && self.limits[next_limit].node <= i {
                 let k = next_limit;
@@ -1497,7 +1626,10 @@ impl ContactPass {
                 .push(Body::new(&e.shape, p1, settings.thickness));
             self.swept
                 .push(Swept::new(&e.shape, &p0, &p1, settings.thickness));
-            if !e.removed && Swept::new(&e.shape, &p0, &p1, margin).overlaps(&cloth) {
+            if !e.removed
+                && settings.groups.meets(e.groups)
+                && Swept::new(&e.shape, &p0, &p1, margin).overlaps(&cloth)
+            {
                 self.near.push(c as u32);
             }
         }
@@ -1505,13 +1637,20 @@ impl ContactPass {
 
     /// Candidates of node `i` (moving from `a` toward `b`, tested within `slack` of its path)
     /// against the nearby bodies.
-    fn body_candidates(&mut self, i: u32, a: DVec3, b: DVec3, slack: f64) {
+    fn body_candidates(
+        &mut self,
+        i: u32,
+        a: DVec3,
+        b: DVec3,
+        slack: f64,
+        exclusions: &BodyExclusions,
+    ) {
         let node = Aabb {
             min: a.min(b) - DVec3::splat(slack),
             max: a.max(b) + DVec3::splat(slack),
         };
         for &c in &self.near {
-            if self.swept[c as usize].overlaps(&node) {
+            if self.swept[c as usize].overlaps(&node) && !exclusions.excludes(i, c) {
                 let warm = self.warm_body[i as usize] == c;
                 let (b0, b1) = (&self.bodies0[c as usize], &self.bodies1[c as usize]);
                 let p0 = b0.pose.inverse_transform_point(a);
