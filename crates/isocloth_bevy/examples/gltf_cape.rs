@@ -2,8 +2,14 @@
 //!
 //! ```sh
 //! cargo run --release --example gltf_cape -- assets/CesiumMan.glb [--clip NAME]
-//!     [--preset mobile|console|desktop] [--seconds S] [--tapered]
+//!     [--preset mobile|console|desktop] [--seconds S] [--tapered] [--cape-from-asset NAME]
 //! ```
+//!
+//! With `--cape-from-asset NAME` the cape is the file's own skinned mesh named `NAME` (not a
+//! generated one): it is read apart from the body, spawned as Bevy's glTF loader spawns a
+//! skinned mesh (`isocloth_bevy::spawn_skinned_cloth`) and pinned from its skin
+//! (`PinsFromSkin`): by the paint of its `COLOR_0` red channel if the mesh has colours (1
+//! pinned, 0 free), else every vertex whose joint weights sum to at least 0.5.
 //!
 //! The character is a `.glb` or a `.gltf` (buffers beside it or embedded); every skinned mesh
 //! of the file is read, so a body split into parts gets capsules on every part. The character's
@@ -39,8 +45,8 @@ use isocloth::ecs::{BudgetPreset, ClothColliders, ClothConfig};
 use isocloth::{ColliderShape, Material, Pose};
 use isocloth_bevy::character::{Character, pose_of_matrix};
 use isocloth_bevy::{
-    CharacterPlayer, ClothCollider, ClothSim, HeadlessPlugins, IsoclothPlugin, SimulatedCloth,
-    spawn_character,
+    CharacterPlayer, ClothCollider, ClothSim, HeadlessPlugins, IsoclothPlugin, PinsFromSkin,
+    SimulatedCloth, spawn_character, spawn_skinned_cloth,
 };
 use render::{Camera, Grid, Style};
 use tiny_skia::Pixmap;
@@ -63,6 +69,7 @@ struct Args {
     preset: (String, BudgetPreset),
     seconds: f64,
     tapered: bool,
+    cape_from_asset: Option<String>,
 }
 
 fn args() -> Result<Args, String> {
@@ -71,6 +78,7 @@ fn args() -> Result<Args, String> {
     let mut preset = ("console".to_string(), BudgetPreset::console());
     let mut seconds = 10.0;
     let mut tapered = false;
+    let mut cape_from_asset = None;
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -90,6 +98,9 @@ fn args() -> Result<Args, String> {
                 preset = (name, p);
             }
             "--tapered" => tapered = true,
+            "--cape-from-asset" => {
+                cape_from_asset = Some(it.next().ok_or("--cape-from-asset takes a mesh name")?)
+            }
             "--seconds" => {
                 seconds = it
                     .next()
@@ -99,7 +110,7 @@ fn args() -> Result<Args, String> {
             }
             other if other.starts_with("--") => {
                 return Err(format!(
-                    "unknown option {other:?} (FILE.glb [--clip NAME] [--preset NAME] [--seconds S] [--tapered])"
+                    "unknown option {other:?} (FILE.glb [--clip NAME] [--preset NAME] [--seconds S] [--tapered] [--cape-from-asset NAME])"
                 ));
             }
             other => file = Some(other.to_string()),
@@ -107,12 +118,13 @@ fn args() -> Result<Args, String> {
     }
     Ok(Args {
         file: file.ok_or(
-            "usage: gltf_cape FILE.glb|FILE.gltf [--clip NAME] [--preset NAME] [--seconds S] [--tapered]",
+            "usage: gltf_cape FILE.glb|FILE.gltf [--clip NAME] [--preset NAME] [--seconds S] [--tapered] [--cape-from-asset NAME]",
         )?,
         clip,
         preset,
         seconds,
         tapered,
+        cape_from_asset,
     })
 }
 
@@ -125,7 +137,8 @@ fn main() {
 
 fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args = args()?;
-    let character = Character::from_file(&args.file).map_err(|e| format!("{}: {e}", args.file))?;
+    let character = Character::from_file_with_cloth(&args.file, args.cape_from_asset.as_deref())
+        .map_err(|e| format!("{}: {e}", args.file))?;
     let clip = character.clip(args.clip.as_deref())?;
     let cape_joints = character.cape_joints()?;
     let capsules = if args.tapered {
@@ -163,18 +176,27 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         Transform::default(),
         ClothCollider::new(ColliderShape::Plane),
     ));
-    let pins = layout.cloth_pins(&joints);
-    let handle = world.resource_mut::<Assets<Mesh>>().add(layout.mesh());
-    let cape = world
-        .spawn((
-            Mesh3d(handle),
-            Transform::default(),
-            SimulatedCloth {
-                material: Material::default(),
-                pins,
-            },
-        ))
-        .id();
+    let cape = if let Some(own) = character.cloths().first() {
+        let rule = if own.colors.is_some() {
+            PinsFromSkin::Painted { channel: 0 }
+        } else {
+            PinsFromSkin::Weights { threshold: 0.5 }
+        };
+        spawn_skinned_cloth(world, own, &joints, Material::default(), rule)
+    } else {
+        let pins = layout.cloth_pins(&joints);
+        let handle = world.resource_mut::<Assets<Mesh>>().add(layout.mesh());
+        world
+            .spawn((
+                Mesh3d(handle),
+                Transform::default(),
+                SimulatedCloth {
+                    material: Material::default(),
+                    pins,
+                },
+            ))
+            .id()
+    };
     // Run: the first update advances no time; then one fixed tick per update.
     app.update();
     let frames = (args.seconds * HZ).round() as usize;
@@ -310,7 +332,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     println!("contact sheet: {}", sheet_path.display());
     println!("animation: {}", apng_path.display());
     println!(
-        "{{\"file\":{:?},\"clip\":{:?},\"preset\":{:?},\"frames\":{},\"capsules\":{},\"cape_nodes\":{},\"max_strain\":{:.6},\"mean_strain\":{:.6},\"pinned_max_strain\":{:.6},\"max_penetration_m\":{:.6},\"nodes_inside_body\":{},\"step_ms_median\":{:.4},\"tapered\":{},\"contact_sheet\":{:?},\"animation\":{:?}}}",
+        "{{\"file\":{:?},\"clip\":{:?},\"preset\":{:?},\"frames\":{},\"capsules\":{},\"cape_nodes\":{},\"max_strain\":{:.6},\"mean_strain\":{:.6},\"pinned_max_strain\":{:.6},\"max_penetration_m\":{:.6},\"nodes_inside_body\":{},\"step_ms_median\":{:.4},\"tapered\":{},\"cape_from_asset\":{},\"contact_sheet\":{:?},\"animation\":{:?}}}",
         args.file,
         character.clips()[clip].name,
         args.preset.0,
@@ -324,6 +346,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         inside_max,
         median,
         args.tapered,
+        args.cape_from_asset
+            .as_ref()
+            .map_or("null".to_string(), |n| format!("{n:?}")),
         sheet_path.display().to_string(),
         apng_path.display().to_string()
     );

@@ -98,6 +98,55 @@ pub enum CharacterError {
     /// cape's joints cannot be found.
     #[error("no joint with three or more children (the upper spine) in the skeleton")]
     NoUpperSpine,
+    /// No node or mesh of the file has the cloth's name.
+    #[error("no mesh named {name:?} in the file (meshes: {available:?})")]
+    NoSuchMesh {
+        /// The name asked for.
+        name: String,
+        /// The names of the file's mesh nodes.
+        available: Vec<String>,
+    },
+    /// The cloth's mesh has no skin, and its pins were to come from it.
+    #[error("the mesh {mesh:?} has no skin: its pins cannot come from skin weights")]
+    ClothNotSkinned {
+        /// The mesh's name.
+        mesh: String,
+    },
+    /// A cloth mesh's attribute is missing, of the wrong type, or out of range.
+    #[error("the mesh {mesh:?}: attribute {attribute}: {reason}")]
+    BadAttribute {
+        /// The mesh's name.
+        mesh: String,
+        /// The attribute (`COLOR_0`, `JOINTS_0`, ...).
+        attribute: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// A skinned mesh in the form Bevy's glTF loader gives it (a `SkinnedMesh`'s joints and
+/// inverse bind poses, the mesh's `JOINT_INDEX`, `JOINT_WEIGHT` and `COLOR`): a mesh of the
+/// file read as cloth ([`Character::from_file_with_cloth`]), or the whole body
+/// ([`Character::body_part`]). Vertices in bind space.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SkinnedPart {
+    /// The node's name (or the mesh's).
+    pub name: String,
+    /// Vertex positions in bind space.
+    pub positions: Vec<Vec3>,
+    /// Triangles, three indices each.
+    pub indices: Vec<u32>,
+    /// Per skin slot, the character's joint ([`Character::joint_names`] order).
+    pub joints: Vec<usize>,
+    /// Per skin slot, its inverse bind matrix.
+    pub inverse_bindposes: Vec<Mat4>,
+    /// Per vertex, four skin slots.
+    pub joint_indices: Vec<[u16; 4]>,
+    /// Per vertex, their weights (as stored: not normalised, so that a vertex left unweighted
+    /// reads as free).
+    pub joint_weights: Vec<[f32; 4]>,
+    /// Per vertex, `COLOR_0` as RGBA in 0..=1, if the mesh has it.
+    pub colors: Option<Vec<[f32; 4]>>,
 }
 
 /// Which transform part a channel animates.
@@ -180,6 +229,7 @@ pub struct Character {
     skin_joints: Vec<[u16; 4]>,
     skin_weights: Vec<[f32; 4]>,
     clips: Vec<Clip>,
+    cloths: Vec<SkinnedPart>,
 }
 
 /// Every buffer's bytes: the binary chunk, a base64 `data:` URI, or a file in `folder` (none:
@@ -304,25 +354,64 @@ impl Character {
     /// channels (morph weights are ignored). Refuses files without a skinned mesh or with
     /// non-finite data.
     pub fn from_glb(bytes: &[u8]) -> Result<Self, CharacterError> {
-        Self::from_gltf_bytes(bytes, None)
+        Self::from_gltf_bytes(bytes, None, None)
     }
 
     /// Reads a `.glb` or `.gltf` file as [`Character::from_glb`] does; a `.gltf`'s buffer files
     /// are looked for relative to the file's folder (percent-escapes in their URIs decoded). A
     /// missing buffer file is [`CharacterError::MissingBuffer`], naming the path.
     pub fn from_file(path: impl AsRef<std::path::Path>) -> Result<Self, CharacterError> {
+        Self::from_file_with_cloth(path, None)
+    }
+
+    /// [`Character::from_file`], with the mesh node named `cloth` (case-insensitive, the
+    /// node's name or its mesh's) read as cloth, not as body: it gets no capsules and is not
+    /// drawn as skin; [`Character::cloths`] holds it with its own skin. A name no node has is
+    /// [`CharacterError::NoSuchMesh`]; a mesh of that name without a skin is
+    /// [`CharacterError::ClothNotSkinned`].
+    pub fn from_file_with_cloth(
+        path: impl AsRef<std::path::Path>,
+        cloth: Option<&str>,
+    ) -> Result<Self, CharacterError> {
         let path = path.as_ref();
         let bytes = std::fs::read(path).map_err(|source| CharacterError::Io {
             path: path.to_path_buf(),
             source,
         })?;
         let dir = path.parent().unwrap_or_else(|| std::path::Path::new(""));
-        Self::from_gltf_bytes(&bytes, Some(dir))
+        Self::from_gltf_bytes(&bytes, Some(dir), cloth)
+    }
+
+    /// [`Character::from_glb`] with the mesh named `cloth` read as cloth
+    /// ([`Character::from_file_with_cloth`]).
+    pub fn from_glb_with_cloth(bytes: &[u8], cloth: Option<&str>) -> Result<Self, CharacterError> {
+        Self::from_gltf_bytes(bytes, None, cloth)
+    }
+
+    /// The body (every skinned mesh not read as cloth, joined) as one skinned part: its skin
+    /// slots are the character's joint bindings, its name `"body"`.
+    pub fn body_part(&self) -> SkinnedPart {
+        SkinnedPart {
+            name: "body".into(),
+            positions: self.positions.clone(),
+            indices: self.indices.clone(),
+            joints: self.binding_joint.iter().map(|&j| j as usize).collect(),
+            inverse_bindposes: self.inverse_bind.clone(),
+            joint_indices: self.skin_joints.clone(),
+            joint_weights: self.skin_weights.clone(),
+            colors: None,
+        }
+    }
+
+    /// The skinned meshes read as cloth ([`Character::from_file_with_cloth`]).
+    pub fn cloths(&self) -> &[SkinnedPart] {
+        &self.cloths
     }
 
     fn from_gltf_bytes(
         bytes: &[u8],
         folder: Option<&std::path::Path>,
+        cloth: Option<&str>,
     ) -> Result<Self, CharacterError> {
         let gltf = gltf::Gltf::from_slice(bytes)?;
         let doc = &gltf.document;
@@ -364,11 +453,42 @@ impl Character {
             }
         }
 
+        let named = |n: &gltf::Node, name: &str| {
+            n.name().is_some_and(|s| s.eq_ignore_ascii_case(name))
+                || n.mesh()
+                    .and_then(|m| m.name().map(|s| s.eq_ignore_ascii_case(name)))
+                    .unwrap_or(false)
+        };
+        let mut cloth_nodes: Vec<gltf::Node> = Vec::new();
+        if let Some(name) = cloth {
+            cloth_nodes = doc
+                .nodes()
+                .filter(|n| n.mesh().is_some() && named(n, name))
+                .collect();
+            if cloth_nodes.is_empty() {
+                return Err(CharacterError::NoSuchMesh {
+                    name: name.to_string(),
+                    available: doc
+                        .nodes()
+                        .filter(|n| n.mesh().is_some())
+                        .map(|n| {
+                            n.name()
+                                .or_else(|| n.mesh().and_then(|m| m.name()))
+                                .map_or_else(|| format!("#{}", n.index()), str::to_string)
+                        })
+                        .collect(),
+                });
+            }
+            if let Some(n) = cloth_nodes.iter().find(|n| n.skin().is_none()) {
+                return Err(CharacterError::ClothNotSkinned { mesh: name_of(n) });
+            }
+        }
+        let is_cloth = |n: &gltf::Node| cloth_nodes.iter().any(|c| c.index() == n.index());
         let parts: Vec<gltf::Node> = doc
             .nodes()
             .filter(|n| n.mesh().is_some() && n.skin().is_some())
             .collect();
-        if parts.is_empty() {
+        if !parts.iter().any(|n| !is_cloth(n)) {
             return Err(CharacterError::NoSkin);
         }
         // Joints: every skin's, each node once; bindings: (joint, inverse bind) pairs, shared
@@ -433,7 +553,11 @@ impl Character {
 
         let (mut positions, mut indices, mut skin_joints, mut skin_weights) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        for part in &parts {
+        let mut cloths = Vec::new();
+        for part in parts.iter().filter(|n| is_cloth(n)) {
+            cloths.push(read_cloth(part, data, &joints)?);
+        }
+        for part in parts.iter().filter(|n| !is_cloth(n)) {
             let (Some(mesh), Some(skin)) = (part.mesh(), part.skin()) else {
                 continue;
             };
@@ -580,6 +704,7 @@ impl Character {
             skin_joints,
             skin_weights,
             clips,
+            cloths,
         })
     }
 
@@ -732,65 +857,82 @@ impl Character {
                 owned[self.binding_joint[j[k] as usize] as usize].push(*p);
             }
         }
-        let mut out = Vec::new();
-        for (joint, points) in owned.iter().enumerate() {
-            if points.len() < min_vertices.max(4) {
-                continue;
-            }
-            let frame = rigid(&rest[joint]);
-            let inv = frame.inverse();
-            let local: Vec<Vec3> = points.iter().map(|&p| inv.transform_point3(p)).collect();
-            let centroid = local.iter().sum::<Vec3>() / local.len() as f32;
-            let mut cov = Mat3::ZERO;
-            for p in &local {
-                let d = *p - centroid;
-                cov += Mat3::from_cols(d * d.x, d * d.y, d * d.z);
-            }
-            let mut axis = Vec3::Y;
-            for _ in 0..64 {
-                axis = (cov * axis).normalize_or(Vec3::Y);
-            }
-            let mut along: Vec<f32> = local.iter().map(|p| (*p - centroid).dot(axis)).collect();
-            let mut radial: Vec<f32> = local
-                .iter()
-                .map(|p| {
-                    let d = *p - centroid;
-                    (d - d.dot(axis) * axis).length()
-                })
-                .collect();
-            along.sort_by(f32::total_cmp);
-            radial.sort_by(f32::total_cmp);
-            let pct = |v: &[f32], q: f32| v[((v.len() - 1) as f32 * q).round() as usize];
-            let (lo, hi) = (pct(&along, 0.1), pct(&along, 0.9));
-            let radius = (pct(&radial, 0.5) * inset).max(1e-3);
-            let half_height = (0.5 * (hi - lo) - radius).max(0.0);
-            let mut centre = centroid + 0.5 * (lo + hi) * axis;
-            let mut shape = ColliderShape::Capsule {
-                half_height: f64::from(half_height),
-                radius: f64::from(radius),
-            };
-            if tapered && let Some((a, b, mid)) = end_radii(&local, centroid, axis, lo, hi, inset) {
-                centre = centroid + mid * axis;
-                shape = ColliderShape::TaperedCapsule {
-                    half_height: f64::from(0.5 * (hi - b - (lo + a))),
-                    bottom_radius: f64::from(a),
-                    top_radius: f64::from(b),
-                };
-            }
-            out.push(JointCapsule {
-                joint,
-                shape,
-                offset: Pose::new(
-                    centre.as_dvec3(),
-                    Quat::from_rotation_arc(Vec3::Y, axis)
-                        .as_dquat()
-                        .normalize(),
-                ),
-            });
-        }
-        out
+        fit_capsules_to_points(&owned, &rest, min_vertices, inset, tapered)
     }
+}
 
+/// The capsule rule of [`Character::fit_capsules`] (and, with `tapered`,
+/// [`Character::fit_tapered_capsules`]) on skinned vertices already grouped by the joint that
+/// dominates them: `owned[j]` the world positions of joint `j`'s vertices, `rest[j]` its world
+/// transform at the same pose. One capsule per joint with at least `min_vertices` vertices, in
+/// the joint's frame.
+pub fn fit_capsules_to_points(
+    owned: &[Vec<Vec3>],
+    rest: &[Mat4],
+    min_vertices: usize,
+    inset: f32,
+    tapered: bool,
+) -> Vec<JointCapsule> {
+    let mut out = Vec::new();
+    for (joint, points) in owned.iter().enumerate() {
+        if points.len() < min_vertices.max(4) || joint >= rest.len() {
+            continue;
+        }
+        let frame = rigid(&rest[joint]);
+        let inv = frame.inverse();
+        let local: Vec<Vec3> = points.iter().map(|&p| inv.transform_point3(p)).collect();
+        let centroid = local.iter().sum::<Vec3>() / local.len() as f32;
+        let mut cov = Mat3::ZERO;
+        for p in &local {
+            let d = *p - centroid;
+            cov += Mat3::from_cols(d * d.x, d * d.y, d * d.z);
+        }
+        let mut axis = Vec3::Y;
+        for _ in 0..64 {
+            axis = (cov * axis).normalize_or(Vec3::Y);
+        }
+        let mut along: Vec<f32> = local.iter().map(|p| (*p - centroid).dot(axis)).collect();
+        let mut radial: Vec<f32> = local
+            .iter()
+            .map(|p| {
+                let d = *p - centroid;
+                (d - d.dot(axis) * axis).length()
+            })
+            .collect();
+        along.sort_by(f32::total_cmp);
+        radial.sort_by(f32::total_cmp);
+        let pct = |v: &[f32], q: f32| v[((v.len() - 1) as f32 * q).round() as usize];
+        let (lo, hi) = (pct(&along, 0.1), pct(&along, 0.9));
+        let radius = (pct(&radial, 0.5) * inset).max(1e-3);
+        let half_height = (0.5 * (hi - lo) - radius).max(0.0);
+        let mut centre = centroid + 0.5 * (lo + hi) * axis;
+        let mut shape = ColliderShape::Capsule {
+            half_height: f64::from(half_height),
+            radius: f64::from(radius),
+        };
+        if tapered && let Some((a, b, mid)) = end_radii(&local, centroid, axis, lo, hi, inset) {
+            centre = centroid + mid * axis;
+            shape = ColliderShape::TaperedCapsule {
+                half_height: f64::from(0.5 * (hi - b - (lo + a))),
+                bottom_radius: f64::from(a),
+                top_radius: f64::from(b),
+            };
+        }
+        out.push(JointCapsule {
+            joint,
+            shape,
+            offset: Pose::new(
+                centre.as_dvec3(),
+                Quat::from_rotation_arc(Vec3::Y, axis)
+                    .as_dquat()
+                    .normalize(),
+            ),
+        });
+    }
+    out
+}
+
+impl Character {
     /// The joints a cape hangs from, found from the skeleton's shape, not its names: the upper
     /// spine is the highest joint (in the rest pose) with three or more child joints (the chest,
     /// parent of the neck and both arms); the shoulders are its two children farthest apart.
@@ -1013,6 +1155,133 @@ fn end_radii(
     );
     let (a, b) = (mean + half, mean - half);
     Some((a as f32, b as f32, (0.5 * (lo64 + a + hi64 - b)) as f32))
+}
+
+/// A node's name, or its mesh's, or `#index`.
+fn name_of(n: &gltf::Node) -> String {
+    n.name()
+        .or_else(|| n.mesh().and_then(|m| m.name()))
+        .map_or_else(|| format!("#{}", n.index()), str::to_string)
+}
+
+/// The skinned mesh of `node` as a [`SkinnedPart`] (its triangle primitives joined), its skin
+/// slots mapped to the character's `joints` (skin joint -> node).
+fn read_cloth<'a>(
+    node: &gltf::Node,
+    data: impl Fn(gltf::Buffer<'_>) -> Option<&'a [u8]> + Copy,
+    joints: &[usize],
+) -> Result<SkinnedPart, CharacterError> {
+    let name = name_of(node);
+    let bad = |attribute: &'static str, reason: String| CharacterError::BadAttribute {
+        mesh: name.clone(),
+        attribute,
+        reason,
+    };
+    let (Some(mesh), Some(skin)) = (node.mesh(), node.skin()) else {
+        return Err(CharacterError::ClothNotSkinned { mesh: name.clone() });
+    };
+    let slots: Vec<usize> = skin
+        .joints()
+        .map(|j| joints.iter().position(|&n| n == j.index()).unwrap_or(0))
+        .collect();
+    let count = slots.len();
+    let inverse_bindposes: Vec<Mat4> = match skin.reader(data).read_inverse_bind_matrices() {
+        Some(m) => m.map(|m| Mat4::from_cols_array_2d(&m)).collect(),
+        None => vec![Mat4::IDENTITY; count],
+    };
+    if inverse_bindposes.len() != count {
+        return Err(bad(
+            "inverseBindMatrices",
+            format!("{} matrices for {count} joints", inverse_bindposes.len()),
+        ));
+    }
+    let mut cloth = SkinnedPart {
+        name: name.clone(),
+        positions: Vec::new(),
+        indices: Vec::new(),
+        joints: slots,
+        inverse_bindposes,
+        joint_indices: Vec::new(),
+        joint_weights: Vec::new(),
+        colors: None,
+    };
+    let mut colors: Vec<[f32; 4]> = Vec::new();
+    let mut all_coloured = true;
+    for prim in mesh.primitives() {
+        if prim.mode() != gltf::mesh::Mode::Triangles {
+            continue;
+        }
+        let r = prim.reader(data);
+        let base = cloth.positions.len() as u32;
+        let p: Vec<Vec3> = r
+            .read_positions()
+            .ok_or_else(|| bad("POSITION", "missing".into()))?
+            .map(Vec3::from)
+            .collect();
+        let n = p.len();
+        let j: Vec<[u16; 4]> = r
+            .read_joints(0)
+            .ok_or_else(|| bad("JOINTS_0", "missing".into()))?
+            .into_u16()
+            .collect();
+        let w: Vec<[f32; 4]> = r
+            .read_weights(0)
+            .ok_or_else(|| bad("WEIGHTS_0", "missing".into()))?
+            .into_f32()
+            .collect();
+        if j.len() != n || w.len() != n {
+            return Err(bad("JOINTS_0", "not one joint set per vertex".into()));
+        }
+        if let Some(k) = j.iter().flatten().find(|&&k| k as usize >= count) {
+            return Err(bad(
+                "JOINTS_0",
+                format!("joint {k} past the skin's {count} joints"),
+            ));
+        }
+        if let Some(v) = w
+            .iter()
+            .position(|w| w.iter().any(|x| !(x.is_finite() && *x >= 0.0)))
+        {
+            return Err(bad(
+                "WEIGHTS_0",
+                format!(
+                    "vertex {} has a negative or non-finite weight",
+                    base as usize + v
+                ),
+            ));
+        }
+        finite(
+            &p.iter().flat_map(|p| p.to_array()).collect::<Vec<_>>(),
+            || format!("the positions of the mesh {name:?}"),
+        )?;
+        match r.read_colors(0) {
+            Some(c) => colors.extend(c.into_rgba_f32()),
+            None => all_coloured = false,
+        }
+        match r.read_indices() {
+            Some(i) => {
+                let start = cloth.indices.len();
+                cloth.indices.extend(i.into_u32());
+                if cloth.indices[start..].iter().any(|&k| k as usize >= n) {
+                    return Err(bad("indices", "an index past the vertices".into()));
+                }
+                for k in &mut cloth.indices[start..] {
+                    *k += base;
+                }
+            }
+            None => cloth.indices.extend(base..base + n as u32),
+        }
+        cloth.positions.extend(p);
+        cloth.joint_indices.extend(j);
+        cloth.joint_weights.extend(w);
+    }
+    if cloth.positions.is_empty() {
+        return Err(bad("POSITION", "no triangles".into()));
+    }
+    if all_coloured && colors.len() == cloth.positions.len() {
+        cloth.colors = Some(colors);
+    }
+    Ok(cloth)
 }
 
 /// `m` without its scale: the rotation and translation.

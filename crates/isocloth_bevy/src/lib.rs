@@ -72,7 +72,8 @@ use std::sync::Arc;
 use bevy_app::{App, FixedUpdate, Plugin, PluginGroup, PluginGroupBuilder};
 use bevy_asset::{Assets, RenderAssetUsages};
 use bevy_ecs::prelude::*;
-use bevy_mesh::{Indices, Mesh, Mesh3d, PrimitiveTopology, VertexAttributeValues};
+use bevy_mesh::skinning::{SkinnedMesh, SkinnedMeshInverseBindposes};
+use bevy_mesh::{Indices, Mesh, Mesh3d, PrimitiveTopology, VertexAttributeValues, VertexFormat};
 use bevy_time::{Fixed, Time};
 use bevy_transform::components::{GlobalTransform, Transform};
 use glam::{DVec3, Mat4, Vec3};
@@ -214,6 +215,38 @@ pub struct SimulatedCloth {
     pub pins: Vec<ClothPin>,
 }
 
+/// Pins a [`SimulatedCloth`] from its mesh's own skin, the shape Bevy's glTF loader spawns a
+/// skinned mesh in: the entity's `SkinnedMesh` (joint entities and inverse bind poses) and the
+/// mesh's `JOINT_INDEX` and `JOINT_WEIGHT` (and `COLOR` for painted pins). A vertex the rule
+/// pins rides its joints with its weights (normalised), as the skin would carry it; the others
+/// are free. The cloth is built at the skinned pose of the tick it is built (the joints'
+/// `GlobalTransform`s through the inverse bind poses); then the entity's `SkinnedMesh` is
+/// removed, since the mesh now draws the simulated positions in the entity's frame. Pins
+/// listed in [`SimulatedCloth::pins`] are added to these.
+#[derive(Component, Debug, Clone, Copy, PartialEq)]
+pub enum PinsFromSkin {
+    /// A vertex whose stored joint weights sum to at least `threshold` (in (0, 1]) is pinned:
+    /// weight-paint the collar onto the body's bones and leave the rest of the cape
+    /// unweighted.
+    Weights {
+        /// The least total weight that pins (0.5 is a good start).
+        threshold: f32,
+    },
+    /// A vertex whose `COLOR` channel `channel` (0 red, 1 green, 2 blue, 3 alpha) is at least
+    /// 0.5 is pinned: paint 1 where the cloth is held, 0 where it is free, as Unity's and
+    /// Magica's artists paint pins. Every painted vertex must be weighted to some joint.
+    Painted {
+        /// The colour channel, 0 to 3.
+        channel: u8,
+    },
+}
+
+impl Default for PinsFromSkin {
+    fn default() -> Self {
+        Self::Weights { threshold: 0.5 }
+    }
+}
+
 /// What went wrong building or driving a cloth.
 #[derive(Debug, Error)]
 pub enum BevyClothError {
@@ -257,6 +290,20 @@ pub enum BevyClothError {
     /// The pins could not be bound.
     #[error(transparent)]
     Attach(#[from] AttachError),
+    /// [`PinsFromSkin`] on a cloth whose entity or mesh lacks the skin.
+    #[error("pins from the skin: {0}")]
+    NotSkinned(&'static str),
+    /// A painted or skin attribute of the wrong type, size or range.
+    #[error("pins from the skin: attribute {attribute}: {reason}")]
+    BadAttribute {
+        /// The attribute (`Vertex_Color`, `Vertex_JointIndex`, `Vertex_JointWeight`).
+        attribute: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The rule pinned no vertex.
+    #[error("pins from the skin: the rule {0:?} pins no vertex")]
+    NoPins(PinsFromSkin),
 }
 
 /// Set on a [`SimulatedCloth`] entity whose cloth could not be built (logged once as a warning).
@@ -430,21 +477,53 @@ pub fn build_cloths(
             &Mesh3d,
             &GlobalTransform,
             Option<&ClothConfigOverride>,
+            Option<(&PinsFromSkin, Option<&SkinnedMesh>)>,
         ),
         (Without<ClothSim>, Without<ClothBuildError>),
     >,
     bones: Query<&GlobalTransform>,
     config: Res<ClothConfig>,
     mut meshes: ResMut<Assets<Mesh>>,
+    bindposes: Option<Res<Assets<SkinnedMeshInverseBindposes>>>,
 ) {
-    for (entity, spec, handle, transform, over) in &cloths {
+    for (entity, spec, handle, transform, over, skin) in &cloths {
         let Some(mut mesh) = meshes.get_mut(&handle.0) else {
             continue; // not loaded yet
         };
         let config = over.map_or(&*config, |o| &o.0);
-        match build(spec, &mut mesh, transform, &bones, config) {
+        let mut from_skin = None;
+        if let Some((rule, skinned)) = skin {
+            let inverse =
+                skinned.and_then(|s| bindposes.as_ref().and_then(|a| a.get(&s.inverse_bindposes)));
+            if skinned.is_some() && inverse.is_none() {
+                continue; // the inverse bind poses are not loaded yet
+            }
+            match skin_pins(*rule, &mesh, skinned.zip(inverse), &bones) {
+                Ok(found) => from_skin = Some(found),
+                Err(e) => {
+                    tracing::warn!("isocloth: cloth on {entity:?} not built: {e}");
+                    commands.entity(entity).insert(ClothBuildError(e));
+                    continue;
+                }
+            }
+        }
+        let result = match &from_skin {
+            Some((pins, world)) => {
+                let spec = SimulatedCloth {
+                    material: spec.material,
+                    pins: spec.pins.iter().chain(pins).copied().collect(),
+                };
+                build(&spec, &mut mesh, transform, &bones, config, Some(world))
+            }
+            None => build(spec, &mut mesh, transform, &bones, config, None),
+        };
+        match result {
             Ok((sim, pins)) => {
-                commands.entity(entity).insert((sim, pins));
+                let mut e = commands.entity(entity);
+                e.insert((sim, pins));
+                if from_skin.is_some() {
+                    e.remove::<SkinnedMesh>();
+                }
             }
             Err(e) => {
                 tracing::warn!("isocloth: cloth on {entity:?} not built: {e}");
@@ -454,12 +533,279 @@ pub fn build_cloths(
     }
 }
 
+/// The pins [`PinsFromSkin`]'s `rule` finds on `mesh` (skinned by `skinned`: its joint
+/// entities and inverse bind poses), and every vertex's world position at the joints' current
+/// `GlobalTransform`s (a vertex with no weight stays where the mesh has it).
+fn skin_pins(
+    rule: PinsFromSkin,
+    mesh: &Mesh,
+    skinned: Option<(&SkinnedMesh, &SkinnedMeshInverseBindposes)>,
+    bones: &Query<&GlobalTransform>,
+) -> Result<(Vec<ClothPin>, Vec<Vec3>), BevyClothError> {
+    let Some((skinned, inverse)) = skinned else {
+        return Err(BevyClothError::NotSkinned(
+            "the entity has no SkinnedMesh (joint entities and inverse bind poses)",
+        ));
+    };
+    let skin = read_skin(mesh, skinned, inverse, |e| {
+        bones.get(e).ok().map(|t| t.to_matrix())
+    })?;
+    let n = skin.world.len();
+    let bad = |attribute: &'static str, reason: String| BevyClothError::BadAttribute {
+        attribute,
+        reason,
+    };
+    let paint: Option<Vec<f32>> = match rule {
+        PinsFromSkin::Weights { threshold } => {
+            if !(threshold.is_finite() && threshold > 0.0 && threshold <= 1.0) {
+                return Err(bad(
+                    "Vertex_JointWeight",
+                    format!("threshold {threshold} is not in (0, 1]"),
+                ));
+            }
+            None
+        }
+        PinsFromSkin::Painted { channel } => {
+            if channel > 3 {
+                return Err(bad(
+                    "Vertex_Color",
+                    format!("channel {channel} does not exist (0 to 3)"),
+                ));
+            }
+            let colors = match mesh.try_attribute_option(Mesh::ATTRIBUTE_COLOR) {
+                Ok(Some(VertexAttributeValues::Float32x4(c))) if c.len() == n => c,
+                Ok(Some(VertexAttributeValues::Float32x4(c))) => {
+                    return Err(bad(
+                        "Vertex_Color",
+                        format!("{} colours for {n} vertices", c.len()),
+                    ));
+                }
+                Ok(Some(other)) => {
+                    return Err(bad(
+                        "Vertex_Color",
+                        format!("{:?}, not Float32x4", VertexFormat::from(other)),
+                    ));
+                }
+                Ok(None) => return Err(bad("Vertex_Color", "missing".into())),
+                Err(_) => return Err(BevyClothError::NotInMainWorld),
+            };
+            let values: Vec<f32> = colors.iter().map(|c| c[channel as usize]).collect();
+            if let Some(v) = values
+                .iter()
+                .position(|x| !(x.is_finite() && (0.0..=1.0).contains(x)))
+            {
+                return Err(bad(
+                    "Vertex_Color",
+                    format!("vertex {v} paints {} (must be in 0..=1)", values[v]),
+                ));
+            }
+            Some(values)
+        }
+    };
+    let mut pins = Vec::new();
+    for v in 0..n {
+        let (j, w) = (skin.joints[v], skin.weights[v]);
+        let total: f32 = w.iter().sum();
+        let pinned = match (&paint, rule) {
+            (Some(values), _) => values[v] >= 0.5,
+            (None, PinsFromSkin::Weights { threshold }) => total >= threshold,
+            (None, PinsFromSkin::Painted { .. }) => false,
+        };
+        if !pinned {
+            continue;
+        }
+        if total <= 1e-6 {
+            return Err(bad(
+                "Vertex_JointWeight",
+                format!("vertex {v} is painted pinned but weighted to no joint"),
+            ));
+        }
+        for k in (0..4).filter(|&k| w[k] > 0.0) {
+            pins.push(ClothPin {
+                vertex: v as u32,
+                bone: skinned.joints[j[k] as usize],
+                weight: w[k] / total,
+            });
+        }
+    }
+    if pins.is_empty() {
+        return Err(BevyClothError::NoPins(rule));
+    }
+    Ok((pins, skin.world))
+}
+
+/// A skinned mesh's joint indices and weights (checked against its `SkinnedMesh`) and its
+/// vertices' world positions by linear blend skinning at the joints' world transforms
+/// (`joint_world(entity)`; a vertex with no weight stays where the mesh has it).
+struct SkinRead {
+    joints: Vec<[u16; 4]>,
+    weights: Vec<[f32; 4]>,
+    world: Vec<Vec3>,
+}
+
+fn read_skin(
+    mesh: &Mesh,
+    skinned: &SkinnedMesh,
+    inverse: &SkinnedMeshInverseBindposes,
+    joint_world: impl Fn(Entity) -> Option<Mat4>,
+) -> Result<SkinRead, BevyClothError> {
+    let bad = |attribute: &'static str, reason: String| BevyClothError::BadAttribute {
+        attribute,
+        reason,
+    };
+    let positions = match mesh.try_attribute_option(Mesh::ATTRIBUTE_POSITION) {
+        Ok(Some(VertexAttributeValues::Float32x3(p))) => p,
+        Ok(_) => return Err(BevyClothError::NoPositions),
+        Err(_) => return Err(BevyClothError::NotInMainWorld),
+    };
+    let n = positions.len();
+    let joints: &[[u16; 4]] = match mesh.try_attribute_option(Mesh::ATTRIBUTE_JOINT_INDEX) {
+        Ok(Some(VertexAttributeValues::Uint16x4(j))) => j,
+        Ok(Some(other)) => {
+            return Err(bad(
+                "Vertex_JointIndex",
+                format!("{:?}, not Uint16x4", VertexFormat::from(other)),
+            ));
+        }
+        Ok(None) => return Err(BevyClothError::NotSkinned("the mesh has no JOINT_INDEX")),
+        Err(_) => return Err(BevyClothError::NotInMainWorld),
+    };
+    let weights: &[[f32; 4]] = match mesh.try_attribute_option(Mesh::ATTRIBUTE_JOINT_WEIGHT) {
+        Ok(Some(VertexAttributeValues::Float32x4(w))) => w,
+        Ok(Some(other)) => {
+            return Err(bad(
+                "Vertex_JointWeight",
+                format!("{:?}, not Float32x4", VertexFormat::from(other)),
+            ));
+        }
+        Ok(None) => return Err(BevyClothError::NotSkinned("the mesh has no JOINT_WEIGHT")),
+        Err(_) => return Err(BevyClothError::NotInMainWorld),
+    };
+    if joints.len() != n || weights.len() != n {
+        return Err(bad(
+            "Vertex_JointIndex",
+            format!(
+                "{} joint sets and {} weight sets for {n} vertices",
+                joints.len(),
+                weights.len()
+            ),
+        ));
+    }
+    let slots = skinned.joints.len().min(inverse.len());
+    if let Some(k) = joints.iter().flatten().find(|&&k| k as usize >= slots) {
+        return Err(bad(
+            "Vertex_JointIndex",
+            format!("joint {k} past the SkinnedMesh's {slots} joints"),
+        ));
+    }
+    if let Some(v) = weights
+        .iter()
+        .position(|w| w.iter().any(|x| !(x.is_finite() && *x >= 0.0)))
+    {
+        return Err(bad(
+            "Vertex_JointWeight",
+            format!("vertex {v} has a negative or non-finite weight"),
+        ));
+    }
+    let skinning: Vec<Mat4> = (0..slots)
+        .map(|k| {
+            let e = skinned.joints[k];
+            joint_world(e)
+                .filter(|m| m.is_finite())
+                .map(|m| m * inverse[k])
+                .ok_or(BevyClothError::BadBone(e))
+        })
+        .collect::<Result<_, _>>()?;
+    let world = (0..n)
+        .map(|v| {
+            let (j, w) = (joints[v], weights[v]);
+            let total: f32 = w.iter().sum();
+            let p = Vec3::from(positions[v]);
+            if total > 1e-6 {
+                (0..4)
+                    .filter(|&k| w[k] > 0.0)
+                    .map(|k| w[k] / total * skinning[j[k] as usize].transform_point3(p))
+                    .sum()
+            } else {
+                p
+            }
+        })
+        .collect();
+    Ok(SkinRead {
+        joints: joints.to_vec(),
+        weights: weights.to_vec(),
+        world,
+    })
+}
+
+/// Fits collision capsules to a skinned body as Bevy's glTF loader spawns it (`body`: an entity
+/// with a `Mesh3d` whose mesh carries `JOINT_INDEX`/`JOINT_WEIGHT`, and a `SkinnedMesh`), at
+/// its joints' current `GlobalTransform`s, by the rule of
+/// [`character::Character::fit_capsules`] (each vertex to the joint that dominates it; a joint
+/// with at least `min_vertices` vertices gets a capsule of the median radius times `inset`),
+/// and puts each on its joint entity as a [`ClothCollider`]. Returns how many. No
+/// [`character::Character`] is involved: this is for a character the game spawned itself
+/// (`SceneRoot`), e.g. once its scene is ready.
+pub fn fit_body_capsules(
+    world: &mut World,
+    body: Entity,
+    min_vertices: usize,
+    inset: f32,
+) -> Result<usize, BevyClothError> {
+    let skinned = world
+        .get::<SkinnedMesh>(body)
+        .cloned()
+        .ok_or(BevyClothError::NotSkinned(
+            "the body entity has no SkinnedMesh",
+        ))?;
+    let handle = world
+        .get::<Mesh3d>(body)
+        .map(|m| m.0.clone())
+        .ok_or(BevyClothError::NoPositions)?;
+    let capsules = {
+        let meshes = world.resource::<Assets<Mesh>>();
+        let mesh = meshes.get(&handle).ok_or(BevyClothError::NotInMainWorld)?;
+        let poses = world.resource::<Assets<SkinnedMeshInverseBindposes>>();
+        let inverse = poses
+            .get(&skinned.inverse_bindposes)
+            .ok_or(BevyClothError::NotSkinned(
+                "the inverse bind poses are not loaded",
+            ))?;
+        let joint_world = |e: Entity| world.get::<GlobalTransform>(e).map(|t| t.to_matrix());
+        let skin = read_skin(mesh, &skinned, inverse, joint_world)?;
+        let slots = skinned.joints.len();
+        let mut owned: Vec<Vec<Vec3>> = vec![Vec::new(); slots];
+        for ((p, j), w) in skin.world.iter().zip(&skin.joints).zip(&skin.weights) {
+            let k = (0..4).max_by(|&a, &b| w[a].total_cmp(&w[b])).unwrap_or(0);
+            if w[k] > 0.0 {
+                owned[j[k] as usize].push(*p);
+            }
+        }
+        let rest: Vec<Mat4> = skinned
+            .joints
+            .iter()
+            .map(|&e| joint_world(e).unwrap_or(Mat4::IDENTITY))
+            .collect();
+        character::fit_capsules_to_points(&owned, &rest, min_vertices, inset, false)
+    };
+    for c in &capsules {
+        world
+            .entity_mut(skinned.joints[c.joint])
+            .insert(ClothCollider {
+                shape: c.shape.clone(),
+                offset: c.offset,
+            });
+    }
+    Ok(capsules.len())
+}
+
 fn build(
     spec: &SimulatedCloth,
     mesh: &mut Mesh,
     transform: &GlobalTransform,
     bones: &Query<&GlobalTransform>,
     config: &ClothConfig,
+    skinned_world: Option<&[Vec3]>,
 ) -> Result<(ClothSim, ClothBones), BevyClothError> {
     let topology = mesh.primitive_topology();
     if topology != PrimitiveTopology::TriangleList {
@@ -476,7 +822,10 @@ fn build(
     let (weld, welded) = weld(positions);
     let world: Vec<Vec3> = welded
         .iter()
-        .map(|&v| transform.transform_point(Vec3::from(positions[v as usize])))
+        .map(|&v| match skinned_world {
+            Some(w) => w[v as usize],
+            None => transform.transform_point(Vec3::from(positions[v as usize])),
+        })
         .collect();
     let indices: Vec<u32> = match mesh.try_indices_option() {
         Ok(Some(i)) => i.iter().map(|k| k as u32).collect(),
@@ -927,6 +1276,65 @@ pub fn spawn_character(
             ticks: 0,
             scratch: pose,
         })
+        .id()
+}
+
+/// Spawns a glTF file's skinned cloth mesh ([`character::SkinnedPart`], read by
+/// [`character::Character::from_file_with_cloth`]) as Bevy's glTF loader spawns a skinned
+/// mesh: a `Mesh3d` with `POSITION`, `JOINT_INDEX`, `JOINT_WEIGHT` (and `COLOR` if the file
+/// paints it), a `SkinnedMesh` naming `joints[slot]` (the character's joint entities, as
+/// [`spawn_character`] gives them in [`CharacterPlayer::joints`]) with the file's inverse bind
+/// poses; plus a [`SimulatedCloth`] of `material` whose pins come from the skin by `rule`
+/// ([`PinsFromSkin`]).
+pub fn spawn_skinned_cloth(
+    world: &mut World,
+    cloth: &character::SkinnedPart,
+    joints: &[Entity],
+    material: Material,
+    rule: PinsFromSkin,
+) -> Entity {
+    let mut mesh = Mesh::new(
+        PrimitiveTopology::TriangleList,
+        RenderAssetUsages::default(),
+    );
+    mesh.insert_attribute(
+        Mesh::ATTRIBUTE_POSITION,
+        cloth
+            .positions
+            .iter()
+            .map(|p| p.to_array())
+            .collect::<Vec<_>>(),
+    );
+    mesh.insert_attribute(
+        Mesh::ATTRIBUTE_JOINT_INDEX,
+        VertexAttributeValues::Uint16x4(cloth.joint_indices.clone()),
+    );
+    mesh.insert_attribute(Mesh::ATTRIBUTE_JOINT_WEIGHT, cloth.joint_weights.clone());
+    if let Some(c) = &cloth.colors {
+        mesh.insert_attribute(Mesh::ATTRIBUTE_COLOR, c.clone());
+    }
+    mesh.insert_indices(Indices::U32(cloth.indices.clone()));
+    let handle = world.resource_mut::<Assets<Mesh>>().add(mesh);
+    let bindposes = world
+        .resource_mut::<Assets<SkinnedMeshInverseBindposes>>()
+        .add(SkinnedMeshInverseBindposes::from(
+            cloth.inverse_bindposes.clone(),
+        ));
+    world
+        .spawn((
+            Mesh3d(handle),
+            Transform::default(),
+            GlobalTransform::default(),
+            SkinnedMesh {
+                inverse_bindposes: bindposes,
+                joints: cloth.joints.iter().map(|&j| joints[j]).collect(),
+            },
+            SimulatedCloth {
+                material,
+                pins: Vec::new(),
+            },
+            rule,
+        ))
         .id()
 }
 

@@ -16,6 +16,11 @@ struct Faults {
     split: bool,
     /// The radius narrows from 0.1 m at the root to 0.05 m at the far end (a limb).
     taper: bool,
+    /// Three more meshes: `CapeWeights` and `CapePainted` (7 x 7 grids 0.6 m square behind the
+    /// cylinder at z = -0.2, top row at y = 1, on the cylinder's skin), the first weighted to
+    /// the elbow on its top row only, the second weighted to the elbow everywhere with its top
+    /// row painted red (`COLOR_0`); and `Flag`, a grid with no skin.
+    capes: bool,
 }
 
 /// Binary data and the accessors over it, as the builder writes them.
@@ -131,6 +136,67 @@ fn cylinder(f: Faults) -> (String, Vec<u8>) {
     } else {
         vec![part(&mut bin, 0, 10, false)]
     };
+    // The capes: (node JSON without the mesh index, mesh JSON).
+    let mut capes: Vec<(String, String)> = Vec::new();
+    if f.capes {
+        let grid = |bin: &mut Bin, painted: bool, skinned: bool| {
+            let (mut pos, mut joints, mut weights, mut colors, mut idx) =
+                (vec![], vec![], vec![], vec![], vec![]);
+            for r in 0..7u32 {
+                for c in 0..7u32 {
+                    pos.extend([-0.3 + 0.1 * c as f32, 1.0 - 0.1 * r as f32, -0.2]);
+                    joints.extend([1u16, 0, 0, 0]);
+                    let w = if painted || r == 0 { 1.0f32 } else { 0.0 };
+                    weights.extend([w, 0.0, 0.0, 0.0]);
+                    let red = if r == 0 { 1.0f32 } else { 0.0 };
+                    colors.extend([red, 0.5, 0.5, 1.0]);
+                }
+            }
+            for r in 0..6u32 {
+                for c in 0..6u32 {
+                    let a = r * 7 + c;
+                    idx.extend([a, a + 7, a + 1, a + 1, a + 7, a + 8]);
+                }
+            }
+            let p = bin.push(
+                f32s(&pos),
+                r#""componentType":5126,"count":49,"type":"VEC3","min":[-0.3,0.4,-0.2],"max":[0.3,1.0,-0.2]"#.to_string(),
+            );
+            let i = bin.push(
+                idx.iter().flat_map(|x| x.to_le_bytes()).collect(),
+                r#""componentType":5125,"count":216,"type":"SCALAR""#.to_string(),
+            );
+            let mut attributes = format!(r#""POSITION":{p}"#);
+            if skinned {
+                let j = bin.push(
+                    joints.iter().flat_map(|x| x.to_le_bytes()).collect(),
+                    r#""componentType":5123,"count":49,"type":"VEC4""#.to_string(),
+                );
+                let w = bin.push(
+                    f32s(&weights),
+                    r#""componentType":5126,"count":49,"type":"VEC4""#.to_string(),
+                );
+                attributes += &format!(r#","JOINTS_0":{j},"WEIGHTS_0":{w}"#);
+            }
+            if painted {
+                let c = bin.push(
+                    f32s(&colors),
+                    r#""componentType":5126,"count":49,"type":"VEC4""#.to_string(),
+                );
+                attributes += &format!(r#","COLOR_0":{c}"#);
+            }
+            format!(r#"{{"primitives":[{{"attributes":{{{attributes}}},"indices":{i}}}]}}"#)
+        };
+        capes.push((
+            r#""name":"CapeWeights","skin":0"#.into(),
+            grid(&mut bin, false, true),
+        ));
+        capes.push((
+            r#""name":"CapePainted","skin":0"#.into(),
+            grid(&mut bin, true, true),
+        ));
+        capes.push((r#""name":"Flag""#.into(), grid(&mut bin, false, false)));
+    }
     let times = bin.push(
         f32s(&[0.0, 1.0]),
         r#""componentType":5126,"count":2,"type":"SCALAR","min":[0],"max":[1]"#.to_string(),
@@ -148,7 +214,7 @@ fn cylinder(f: Faults) -> (String, Vec<u8>) {
     while !bin.bytes.len().is_multiple_of(4) {
         bin.bytes.push(0);
     }
-    let mesh_nodes: Vec<String> = (0..parts.len())
+    let mut mesh_nodes: Vec<String> = (0..parts.len())
         .map(|k| {
             let skin = if f.no_skin {
                 String::new()
@@ -158,8 +224,11 @@ fn cylinder(f: Faults) -> (String, Vec<u8>) {
             format!(r#"{{"mesh":{k}{skin}}}"#)
         })
         .collect();
+    for (k, (node, _)) in capes.iter().enumerate() {
+        mesh_nodes.push(format!(r#"{{"mesh":{},{node}}}"#, parts.len() + k));
+    }
     let scene_nodes: Vec<String> = std::iter::once(0)
-        .chain(2..2 + parts.len())
+        .chain(2..2 + mesh_nodes.len())
         .map(|k| k.to_string())
         .collect();
     let json = format!(
@@ -176,6 +245,7 @@ fn cylinder(f: Faults) -> (String, Vec<u8>) {
         meshes = parts
             .iter()
             .map(|p| p.0.as_str())
+            .chain(capes.iter().map(|c| c.1.as_str()))
             .collect::<Vec<_>>()
             .join(","),
         skins = parts
@@ -532,4 +602,182 @@ fn glb_gltf_with_bin_and_data_uri_load_the_same_character() {
         assert_eq!(c.indices(), glb.indices());
         assert_eq!(skinned_at(c, 0.5), skinned_at(&glb, 0.5));
     }
+}
+
+/// A mesh named as cloth is read apart from the body, with its own skin: the cylinder keeps its
+/// 132 vertices, the cape has its 49 with the elbow (joint 1) as slot 1 and the top row's
+/// weights; a name the file does not have and a mesh without a skin are typed errors naming
+/// the mesh.
+#[test]
+fn a_cloth_mesh_in_the_file_is_read_apart_from_the_body() {
+    let glb = cylinder_glb(Faults {
+        capes: true,
+        ..Faults::default()
+    });
+    let c = Character::from_glb_with_cloth(&glb, Some("capeweights")).unwrap();
+    assert_eq!(c.vertex_count(), 132 + 49);
+    let cape = &c.cloths()[0];
+    assert_eq!(cape.name, "CapeWeights");
+    assert_eq!(cape.positions.len(), 49);
+    assert_eq!(cape.joints, vec![0, 1]);
+    assert_eq!(cape.joint_weights[3], [1.0, 0.0, 0.0, 0.0]);
+    assert_eq!(cape.joint_weights[10], [0.0; 4]);
+    assert!(cape.colors.is_none());
+    let painted = Character::from_glb_with_cloth(&glb, Some("CapePainted")).unwrap();
+    assert_eq!(painted.cloths()[0].colors.as_ref().unwrap()[0][0], 1.0);
+    match Character::from_glb_with_cloth(&glb, Some("Flag")) {
+        Err(CharacterError::ClothNotSkinned { mesh }) => assert_eq!(mesh, "Flag"),
+        other => panic!("{other:?}"),
+    }
+    match Character::from_glb_with_cloth(&glb, Some("Skirt")) {
+        Err(CharacterError::NoSuchMesh { name, available }) => {
+            assert_eq!(name, "Skirt");
+            assert!(
+                available.contains(&"CapePainted".to_string()),
+                "{available:?}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// An App with the plugin, one fixed tick per update.
+fn plugin_app() -> bevy_app::App {
+    let mut app = bevy_app::App::new();
+    app.add_plugins((
+        isocloth_bevy::HeadlessPlugins,
+        isocloth_bevy::IsoclothPlugin::default(),
+    ))
+    .insert_resource(bevy_time::TimeUpdateStrategy::ManualDuration(
+        std::time::Duration::from_secs_f64(1.0 / 60.0),
+    ));
+    app
+}
+
+/// The cape of `name` in the cylinder's file, spawned as Bevy's glTF loader spawns a skinned
+/// mesh ([`isocloth_bevy::spawn_skinned_cloth`]) beside the playing character, run for 40
+/// updates; the cape's entity and the app.
+fn skinned_cape(
+    name: &str,
+    rule: isocloth_bevy::PinsFromSkin,
+) -> (bevy_app::App, bevy_ecs::entity::Entity) {
+    let glb = cylinder_glb(Faults {
+        capes: true,
+        ..Faults::default()
+    });
+    let c = Character::from_glb_with_cloth(&glb, Some(name)).unwrap();
+    let clip = c.clip(Some("Bend")).unwrap();
+    let cloth = c.cloths()[0].clone();
+    let mut app = plugin_app();
+    let world = app.world_mut();
+    let player = isocloth_bevy::spawn_character(world, std::sync::Arc::new(c), clip);
+    let joints = world
+        .get::<isocloth_bevy::CharacterPlayer>(player)
+        .unwrap()
+        .joints
+        .clone();
+    let cape = isocloth_bevy::spawn_skinned_cloth(
+        world,
+        &cloth,
+        &joints,
+        isocloth::Material::default(),
+        rule,
+    );
+    for _ in 0..40 {
+        app.update();
+    }
+    (app, cape)
+}
+
+/// Pins from the mesh's own skin, on the shape Bevy's glTF loader gives a skinned cape (a
+/// `SkinnedMesh` naming the joint entities, `JOINT_INDEX`/`JOINT_WEIGHT` on the mesh): with
+/// the weight rule on the cape weighted only on its top row, and with the painted rule on the
+/// cape weighted everywhere and painted red on its top row, the cloth pins exactly the top
+/// row (its 7 vertices and the 6 red nodes between them); after 40 ticks of the clip that
+/// turns the elbow, each pinned vertex sits where the skin puts it (the elbow's transform
+/// times its inverse bind pose, within 1e-4 m); the `SkinnedMesh` is gone (the mesh draws the
+/// simulation).
+#[test]
+fn a_skinned_cape_takes_its_pins_from_its_weights_or_its_paint() {
+    use isocloth_bevy::{ClothBones, ClothSim, PinsFromSkin};
+    for (name, rule) in [
+        ("CapeWeights", PinsFromSkin::Weights { threshold: 0.5 }),
+        ("CapePainted", PinsFromSkin::Painted { channel: 0 }),
+    ] {
+        let (app, cape) = skinned_cape(name, rule);
+        let world = app.world();
+        let sim = world.get::<ClothSim>(cape).unwrap_or_else(|| {
+            panic!(
+                "{name}: {:?}",
+                world.get::<isocloth_bevy::ClothBuildError>(cape)
+            )
+        });
+        assert_eq!(sim.cloth.pins().len(), 13, "{name}");
+        assert!(
+            world
+                .get::<bevy_mesh::skinning::SkinnedMesh>(cape)
+                .is_none()
+        );
+        let bones = world.get::<ClothBones>(cape).unwrap();
+        let elbow = world
+            .get::<bevy_transform::components::GlobalTransform>(bones.bones[0])
+            .unwrap()
+            .to_matrix();
+        let skin = elbow * Mat4::from_translation(Vec3::new(0.0, -0.5, 0.0));
+        for v in 0..7 {
+            let bind = Vec3::new(-0.3 + 0.1 * v as f32, 1.0, -0.2);
+            let want = skin.transform_point3(bind);
+            let got = sim.cloth.positions()[v].as_vec3();
+            assert!(
+                got.distance(want) < 1e-4,
+                "{name} vertex {v}: {got} vs {want}"
+            );
+        }
+        // The elbow has turned: the top row is not where it was bound.
+        assert!(
+            sim.cloth.positions()[0]
+                .as_vec3()
+                .distance(Vec3::new(-0.3, 1.0, -0.2))
+                > 0.05
+        );
+    }
+}
+
+/// Pins from the skin refused with typed errors: the painted rule on a mesh with no colours,
+/// a colour channel past alpha, and the rule on an entity without a `SkinnedMesh`.
+#[test]
+fn pins_from_the_skin_refuse_what_is_missing_or_out_of_range() {
+    use isocloth_bevy::{BevyClothError, ClothBuildError, PinsFromSkin};
+    let (app, cape) = skinned_cape("CapeWeights", PinsFromSkin::Painted { channel: 0 });
+    match &app.world().get::<ClothBuildError>(cape).unwrap().0 {
+        BevyClothError::BadAttribute { attribute, reason } => {
+            assert_eq!(*attribute, "Vertex_Color");
+            assert!(reason.contains("missing"), "{reason}");
+        }
+        other => panic!("{other}"),
+    }
+    let (app, cape) = skinned_cape("CapePainted", PinsFromSkin::Painted { channel: 7 });
+    assert!(matches!(
+        app.world().get::<ClothBuildError>(cape).unwrap().0,
+        BevyClothError::BadAttribute {
+            attribute: "Vertex_Color",
+            ..
+        }
+    ));
+    let (mut app, cape) = skinned_cape("CapeWeights", PinsFromSkin::default());
+    let world = app.world_mut();
+    let mesh = world.get::<bevy_mesh::Mesh3d>(cape).unwrap().clone();
+    let plain = world
+        .spawn((
+            mesh,
+            bevy_transform::components::Transform::default(),
+            isocloth_bevy::SimulatedCloth::default(),
+            PinsFromSkin::default(),
+        ))
+        .id();
+    app.update();
+    assert!(matches!(
+        app.world().get::<ClothBuildError>(plain).unwrap().0,
+        BevyClothError::NotSkinned(_)
+    ));
 }
