@@ -1279,19 +1279,14 @@ pub fn spawn_character(
         .id()
 }
 
-/// Spawns a glTF file's skinned cloth mesh ([`character::SkinnedPart`], read by
-/// [`character::Character::from_file_with_cloth`]) as Bevy's glTF loader spawns a skinned
-/// mesh: a `Mesh3d` with `POSITION`, `JOINT_INDEX`, `JOINT_WEIGHT` (and `COLOR` if the file
-/// paints it), a `SkinnedMesh` naming `joints[slot]` (the character's joint entities, as
-/// [`spawn_character`] gives them in [`CharacterPlayer::joints`]) with the file's inverse bind
-/// poses; plus a [`SimulatedCloth`] of `material` whose pins come from the skin by `rule`
-/// ([`PinsFromSkin`]).
-pub fn spawn_skinned_cloth(
+/// Spawns a skinned mesh ([`character::SkinnedPart`]) as Bevy's glTF loader spawns one: a
+/// `Mesh3d` with `POSITION`, `JOINT_INDEX`, `JOINT_WEIGHT` (and `COLOR` if the part has
+/// colours) and a `SkinnedMesh` naming `joints[slot]` for each skin slot (the character's joint
+/// entities) with the part's inverse bind poses.
+pub fn spawn_skinned_mesh(
     world: &mut World,
-    cloth: &character::SkinnedPart,
+    part: &character::SkinnedPart,
     joints: &[Entity],
-    material: Material,
-    rule: PinsFromSkin,
 ) -> Entity {
     let mut mesh = Mesh::new(
         PrimitiveTopology::TriangleList,
@@ -1299,26 +1294,25 @@ pub fn spawn_skinned_cloth(
     );
     mesh.insert_attribute(
         Mesh::ATTRIBUTE_POSITION,
-        cloth
-            .positions
+        part.positions
             .iter()
             .map(|p| p.to_array())
             .collect::<Vec<_>>(),
     );
     mesh.insert_attribute(
         Mesh::ATTRIBUTE_JOINT_INDEX,
-        VertexAttributeValues::Uint16x4(cloth.joint_indices.clone()),
+        VertexAttributeValues::Uint16x4(part.joint_indices.clone()),
     );
-    mesh.insert_attribute(Mesh::ATTRIBUTE_JOINT_WEIGHT, cloth.joint_weights.clone());
-    if let Some(c) = &cloth.colors {
+    mesh.insert_attribute(Mesh::ATTRIBUTE_JOINT_WEIGHT, part.joint_weights.clone());
+    if let Some(c) = &part.colors {
         mesh.insert_attribute(Mesh::ATTRIBUTE_COLOR, c.clone());
     }
-    mesh.insert_indices(Indices::U32(cloth.indices.clone()));
+    mesh.insert_indices(Indices::U32(part.indices.clone()));
     let handle = world.resource_mut::<Assets<Mesh>>().add(mesh);
     let bindposes = world
         .resource_mut::<Assets<SkinnedMeshInverseBindposes>>()
         .add(SkinnedMeshInverseBindposes::from(
-            cloth.inverse_bindposes.clone(),
+            part.inverse_bindposes.clone(),
         ));
     world
         .spawn((
@@ -1327,15 +1321,31 @@ pub fn spawn_skinned_cloth(
             GlobalTransform::default(),
             SkinnedMesh {
                 inverse_bindposes: bindposes,
-                joints: cloth.joints.iter().map(|&j| joints[j]).collect(),
+                joints: part.joints.iter().map(|&j| joints[j]).collect(),
             },
-            SimulatedCloth {
-                material,
-                pins: Vec::new(),
-            },
-            rule,
         ))
         .id()
+}
+
+/// [`spawn_skinned_mesh`] for a file's cloth mesh (read by
+/// [`character::Character::from_file_with_cloth`]), with a [`SimulatedCloth`] of `material`
+/// whose pins come from its skin by `rule` ([`PinsFromSkin`]).
+pub fn spawn_skinned_cloth(
+    world: &mut World,
+    cloth: &character::SkinnedPart,
+    joints: &[Entity],
+    material: Material,
+    rule: PinsFromSkin,
+) -> Entity {
+    let e = spawn_skinned_mesh(world, cloth, joints);
+    world.entity_mut(e).insert((
+        SimulatedCloth {
+            material,
+            pins: Vec::new(),
+        },
+        rule,
+    ));
+    e
 }
 
 /// Before S1: poses every [`CharacterPlayer`]'s joint entities at its clip's time
