@@ -147,6 +147,9 @@ pub struct SkinnedPart {
     pub joint_weights: Vec<[f32; 4]>,
     /// Per vertex, `COLOR_0` as RGBA in 0..=1, if the mesh has it.
     pub colors: Option<Vec<[f32; 4]>>,
+    /// Per vertex, the painted max distance in metres (the custom attribute `_MAX_DISTANCE`, a
+    /// float scalar, finite and >= 0), if the mesh has it.
+    pub max_distance: Option<Vec<f32>>,
 }
 
 /// Which transform part a channel animates.
@@ -400,6 +403,7 @@ impl Character {
             joint_indices: self.skin_joints.clone(),
             joint_weights: self.skin_weights.clone(),
             colors: None,
+            max_distance: None,
         }
     }
 
@@ -1204,9 +1208,12 @@ fn read_cloth<'a>(
         joint_indices: Vec::new(),
         joint_weights: Vec::new(),
         colors: None,
+        max_distance: None,
     };
     let mut colors: Vec<[f32; 4]> = Vec::new();
     let mut all_coloured = true;
+    let mut distances: Vec<f32> = Vec::new();
+    let mut all_painted = true;
     for prim in mesh.primitives() {
         if prim.mode() != gltf::mesh::Mode::Triangles {
             continue;
@@ -1258,6 +1265,43 @@ fn read_cloth<'a>(
             Some(c) => colors.extend(c.into_rgba_f32()),
             None => all_coloured = false,
         }
+        match prim.get(&gltf::Semantic::Extras("MAX_DISTANCE".into())) {
+            Some(a) => {
+                if a.dimensions() != gltf::accessor::Dimensions::Scalar
+                    || a.data_type() != gltf::accessor::DataType::F32
+                {
+                    return Err(bad(
+                        "_MAX_DISTANCE",
+                        format!(
+                            "{:?} {:?}, not a float scalar (metres)",
+                            a.data_type(),
+                            a.dimensions()
+                        ),
+                    ));
+                }
+                let values: Vec<f32> = gltf::accessor::Iter::<f32>::new(a, data)
+                    .ok_or_else(|| bad("_MAX_DISTANCE", "unreadable".into()))?
+                    .collect();
+                if values.len() != n {
+                    return Err(bad(
+                        "_MAX_DISTANCE",
+                        format!("{} values for {n} vertices", values.len()),
+                    ));
+                }
+                if let Some(v) = values.iter().position(|d| !(d.is_finite() && *d >= 0.0)) {
+                    return Err(bad(
+                        "_MAX_DISTANCE",
+                        format!(
+                            "vertex {} paints {} (metres, finite and >= 0)",
+                            base as usize + v,
+                            values[v]
+                        ),
+                    ));
+                }
+                distances.extend(values);
+            }
+            None => all_painted = false,
+        }
         match r.read_indices() {
             Some(i) => {
                 let start = cloth.indices.len();
@@ -1280,6 +1324,9 @@ fn read_cloth<'a>(
     }
     if all_coloured && colors.len() == cloth.positions.len() {
         cloth.colors = Some(colors);
+    }
+    if all_painted && distances.len() == cloth.positions.len() {
+        cloth.max_distance = Some(distances);
     }
     Ok(cloth)
 }

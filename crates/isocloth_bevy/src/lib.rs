@@ -84,7 +84,7 @@ use isocloth::ecs::{
 };
 use isocloth::{
     BaseMesh, Cloth, ClothError, ClothMesh, ColliderError, ColliderShape, CollisionGroups,
-    ConvexHull, Material, MeshError, Pose, TriangleMesh,
+    ConvexHull, LimitSettings, Material, MeshError, Pose, TriangleMesh,
 };
 use thiserror::Error;
 
@@ -246,6 +246,15 @@ impl Default for PinsFromSkin {
         Self::Weights { threshold: 0.5 }
     }
 }
+
+/// A cloth mesh's painted max distance (metres per vertex, `Float32`): each vertex stays
+/// within it of where the skin carries it (see [`isocloth::LimitSettings::max_distance`]). Needs
+/// the cloth pinned from its skin ([`PinsFromSkin`] and a `SkinnedMesh`), every vertex
+/// weighted to some joint. From a glTF file register it with Bevy's glTF loader as the custom
+/// attribute `_MAX_DISTANCE` (`GltfPlugin::add_custom_vertex_attribute`); the cloth then gets
+/// its own [`ClothConfigOverride`] (the global config with these limits).
+pub const ATTRIBUTE_MAX_DISTANCE: bevy_mesh::MeshVertexAttribute =
+    bevy_mesh::MeshVertexAttribute::new("Vertex_MaxDistance", 0x150c_107d, VertexFormat::Float32);
 
 /// What went wrong building or driving a cloth.
 #[derive(Debug, Error)]
@@ -499,7 +508,10 @@ pub fn build_cloths(
                 continue; // the inverse bind poses are not loaded yet
             }
             match skin_pins(*rule, &mesh, skinned.zip(inverse), &bones) {
-                Ok(found) => from_skin = Some(found),
+                Ok((pins, read)) => {
+                    let joints = skinned.map(|s| s.joints.clone()).unwrap_or_default();
+                    from_skin = Some((pins, read, joints));
+                }
                 Err(e) => {
                     tracing::warn!("isocloth: cloth on {entity:?} not built: {e}");
                     commands.entity(entity).insert(ClothBuildError(e));
@@ -508,21 +520,35 @@ pub fn build_cloths(
             }
         }
         let result = match &from_skin {
-            Some((pins, world)) => {
+            Some((pins, read, joints)) => {
                 let spec = SimulatedCloth {
                     material: spec.material,
                     pins: spec.pins.iter().chain(pins).copied().collect(),
                 };
-                build(&spec, &mut mesh, transform, &bones, config, Some(world))
+                build(
+                    &spec,
+                    &mut mesh,
+                    transform,
+                    &bones,
+                    config,
+                    Some((read, joints)),
+                )
             }
             None => build(spec, &mut mesh, transform, &bones, config, None),
         };
         match result {
-            Ok((sim, pins)) => {
+            Ok((sim, pins, limits)) => {
                 let mut e = commands.entity(entity);
                 e.insert((sim, pins));
                 if from_skin.is_some() {
                     e.remove::<SkinnedMesh>();
+                }
+                if let Some(limits) = limits {
+                    // The painted max distance is this cloth's: its own config.
+                    e.insert(ClothConfigOverride(ClothConfig {
+                        limits,
+                        ..config.clone()
+                    }));
                 }
             }
             Err(e) => {
@@ -541,7 +567,7 @@ fn skin_pins(
     mesh: &Mesh,
     skinned: Option<(&SkinnedMesh, &SkinnedMeshInverseBindposes)>,
     bones: &Query<&GlobalTransform>,
-) -> Result<(Vec<ClothPin>, Vec<Vec3>), BevyClothError> {
+) -> Result<(Vec<ClothPin>, SkinRead), BevyClothError> {
     let Some((skinned, inverse)) = skinned else {
         return Err(BevyClothError::NotSkinned(
             "the entity has no SkinnedMesh (joint entities and inverse bind poses)",
@@ -631,7 +657,7 @@ fn skin_pins(
     if pins.is_empty() {
         return Err(BevyClothError::NoPins(rule));
     }
-    Ok((pins, skin.world))
+    Ok((pins, skin))
 }
 
 /// A skinned mesh's joint indices and weights (checked against its `SkinnedMesh`) and its
@@ -805,8 +831,8 @@ fn build(
     transform: &GlobalTransform,
     bones: &Query<&GlobalTransform>,
     config: &ClothConfig,
-    skinned_world: Option<&[Vec3]>,
-) -> Result<(ClothSim, ClothBones), BevyClothError> {
+    skinned: Option<(&SkinRead, &[Entity])>,
+) -> Result<(ClothSim, ClothBones, Option<LimitSettings>), BevyClothError> {
     let topology = mesh.primitive_topology();
     if topology != PrimitiveTopology::TriangleList {
         return Err(BevyClothError::NotTriangleList(topology));
@@ -822,8 +848,8 @@ fn build(
     let (weld, welded) = weld(positions);
     let world: Vec<Vec3> = welded
         .iter()
-        .map(|&v| match skinned_world {
-            Some(w) => w[v as usize],
+        .map(|&v| match skinned {
+            Some((read, _)) => read.world[v as usize],
             None => transform.transform_point(Vec3::from(positions[v as usize])),
         })
         .collect();
@@ -841,6 +867,35 @@ fn build(
         // An index past the vertices stays past the cloth's, for the mesh check to name.
         .map(|t| t.map(|k| weld.get(k as usize).copied().unwrap_or(k)))
         .collect();
+    // Painted max distance (metres per source vertex), if the mesh carries it.
+    let painted_distance: Option<Vec<f32>> = match mesh.try_attribute_option(ATTRIBUTE_MAX_DISTANCE)
+    {
+        Ok(Some(VertexAttributeValues::Float32(d))) if d.len() == vertex_count => {
+            if let Some(v) = d.iter().position(|x| !(x.is_finite() && *x >= 0.0)) {
+                return Err(BevyClothError::BadAttribute {
+                    attribute: "Vertex_MaxDistance",
+                    reason: format!("vertex {v} paints {} (metres, finite and >= 0)", d[v]),
+                });
+            }
+            Some(d.clone())
+        }
+        Ok(Some(other)) => {
+            return Err(BevyClothError::BadAttribute {
+                attribute: "Vertex_MaxDistance",
+                reason: format!(
+                    "{:?} with {} values for {vertex_count} vertices, not one Float32 each",
+                    VertexFormat::from(other),
+                    other.len()
+                ),
+            });
+        }
+        _ => None,
+    };
+    if painted_distance.is_some() && skinned.is_none() {
+        return Err(BevyClothError::NotSkinned(
+            "a painted max distance is measured from the skinned pose: add PinsFromSkin and the SkinnedMesh",
+        ));
+    }
     let uvs = match mesh.try_attribute_option(Mesh::ATTRIBUTE_UV_0) {
         Ok(Some(VertexAttributeValues::Float32x2(uv))) if uv.len() == vertex_count => {
             Some(uv.clone())
@@ -930,6 +985,81 @@ fn build(
 
     let settings = config.budget.settings(config.timestep, config.gravity)?;
     let cloth = Cloth::from_mesh(cloth_mesh, spec.material, &nodes, settings)?;
+    // Max distance: every node skinned (its source vertex's weights; a red node blends its
+    // edge's ends), measured from there.
+    let mut limits = None;
+    let mut skin_nodes: Vec<(u32, Vec<Influence>)> = Vec::new();
+    let mut bind_poses = bind_poses;
+    if let (Some(distance), Some((read, joints))) = (&painted_distance, skinned) {
+        let mut bone_of = |e: Entity| -> Result<u32, BevyClothError> {
+            Ok(match bone_list.iter().position(|&b| b == e) {
+                Some(b) => b as u32,
+                None => {
+                    let pose = bones
+                        .get(e)
+                        .ok()
+                        .and_then(pose_of)
+                        .ok_or(BevyClothError::BadBone(e))?;
+                    bone_list.push(e);
+                    bind_poses.push(pose);
+                    (bone_list.len() - 1) as u32
+                }
+            })
+        };
+        let mut vertex_influences: Vec<Vec<Influence>> = Vec::with_capacity(welded.len());
+        for &v in &welded {
+            let (j, w) = (read.joints[v as usize], read.weights[v as usize]);
+            let total: f32 = w.iter().sum();
+            if total <= 1e-6 {
+                return Err(BevyClothError::BadAttribute {
+                    attribute: "Vertex_JointWeight",
+                    reason: format!(
+                        "vertex {v} has a painted max distance but no joint weight to measure it from"
+                    ),
+                });
+            }
+            let mut inf = Vec::new();
+            for k in (0..4).filter(|&k| w[k] > 0.0) {
+                inf.push(Influence {
+                    bone: bone_of(joints[j[k] as usize])?,
+                    weight: f64::from(w[k] / total),
+                });
+            }
+            vertex_influences.push(inf);
+        }
+        let mesh_ref = cloth.model().mesh();
+        let base_count = mesh_ref.base_vertex_count();
+        for n in 0..cloth.positions().len() {
+            let inf = if n < base_count {
+                vertex_influences[n].clone()
+            } else {
+                let [a, b] = mesh_ref.edges()[n - base_count];
+                let mut inf: Vec<Influence> = Vec::new();
+                for i in vertex_influences[a as usize]
+                    .iter()
+                    .chain(&vertex_influences[b as usize])
+                {
+                    match inf.iter_mut().find(|x| x.bone == i.bone) {
+                        Some(x) => x.weight += 0.5 * i.weight,
+                        None => inf.push(Influence {
+                            bone: i.bone,
+                            weight: 0.5 * i.weight,
+                        }),
+                    }
+                }
+                inf
+            };
+            skin_nodes.push((n as u32, inf));
+        }
+        let per_vertex: Vec<f32> = welded.iter().map(|&v| distance[v as usize]).collect();
+        let max_distance = mesh_ref.node_values(&per_vertex)?;
+        let settings = LimitSettings {
+            max_distance,
+            ..config.limits.clone()
+        };
+        settings.validate_for(cloth.positions().len())?;
+        limits = Some(settings);
+    }
     let (attachments, last_poses) = if bone_list.is_empty() {
         (
             Attachments::bind(
@@ -942,16 +1072,19 @@ fn build(
             vec![],
         )
     } else {
-        (
-            Attachments::bind(
-                &cloth,
-                &influences,
-                &bind_poses,
-                0,
-                AttachmentSettings::default(),
-            )?,
-            bind_poses,
-        )
+        let bound = Attachments::bind(
+            &cloth,
+            &influences,
+            &bind_poses,
+            0,
+            AttachmentSettings::default(),
+        )?;
+        let bound = if skin_nodes.is_empty() {
+            bound
+        } else {
+            bound.with_skin(&cloth, &skin_nodes, &bind_poses)?
+        };
+        (bound, bind_poses)
     };
 
     // The asset becomes the render mesh (vertex i = cloth node `render_nodes[i]`, or node i).
@@ -991,7 +1124,7 @@ fn build(
         lost: Vec::new(),
         last_error: None,
     };
-    Ok((ClothSim::new(cloth), bones))
+    Ok((ClothSim::new(cloth), bones, limits))
 }
 
 /// Per source vertex its cloth vertex, and the cloth vertices' source vertices: vertices at
@@ -1280,8 +1413,8 @@ pub fn spawn_character(
 }
 
 /// Spawns a skinned mesh ([`character::SkinnedPart`]) as Bevy's glTF loader spawns one: a
-/// `Mesh3d` with `POSITION`, `JOINT_INDEX`, `JOINT_WEIGHT` (and `COLOR` if the part has
-/// colours) and a `SkinnedMesh` naming `joints[slot]` for each skin slot (the character's joint
+/// `Mesh3d` with `POSITION`, `JOINT_INDEX`, `JOINT_WEIGHT` (and `COLOR` and
+/// [`ATTRIBUTE_MAX_DISTANCE`] if the part has them) and a `SkinnedMesh` naming `joints[slot]` for each skin slot (the character's joint
 /// entities) with the part's inverse bind poses.
 pub fn spawn_skinned_mesh(
     world: &mut World,
@@ -1306,6 +1439,9 @@ pub fn spawn_skinned_mesh(
     mesh.insert_attribute(Mesh::ATTRIBUTE_JOINT_WEIGHT, part.joint_weights.clone());
     if let Some(c) = &part.colors {
         mesh.insert_attribute(Mesh::ATTRIBUTE_COLOR, c.clone());
+    }
+    if let Some(d) = &part.max_distance {
+        mesh.insert_attribute(ATTRIBUTE_MAX_DISTANCE, d.clone());
     }
     mesh.insert_indices(Indices::U32(part.indices.clone()));
     let handle = world.resource_mut::<Assets<Mesh>>().add(mesh);

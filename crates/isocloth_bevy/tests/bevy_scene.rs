@@ -76,6 +76,7 @@ fn skinned_cape(c: &Character, clip: usize) -> SkinnedPart {
         joint_indices,
         joint_weights,
         colors: None,
+        max_distance: None,
     }
 }
 

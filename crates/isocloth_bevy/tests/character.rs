@@ -19,8 +19,11 @@ struct Faults {
     /// Three more meshes: `CapeWeights` and `CapePainted` (7 x 7 grids 0.6 m square behind the
     /// cylinder at z = -0.2, top row at y = 1, on the cylinder's skin), the first weighted to
     /// the elbow on its top row only, the second weighted to the elbow everywhere with its top
-    /// row painted red (`COLOR_0`); and `Flag`, a grid with no skin.
+    /// row painted red (`COLOR_0`) and a max distance painted 0 on the top row and 2 cm more each
+    /// row down (`_MAX_DISTANCE`); and `Flag`, a grid with no skin.
     capes: bool,
+    /// With `capes`: vertex 10 of `CapePainted` paints a max distance of -1 m.
+    bad_distance: bool,
 }
 
 /// Binary data and the accessors over it, as the builder writes them.
@@ -184,6 +187,16 @@ fn cylinder(f: Faults) -> (String, Vec<u8>) {
                     r#""componentType":5126,"count":49,"type":"VEC4""#.to_string(),
                 );
                 attributes += &format!(r#","COLOR_0":{c}"#);
+                // Max distance painted 0 on the top row, 2 cm more each row down.
+                let mut d: Vec<f32> = (0..49).map(|v| 0.02 * (v / 7) as f32).collect();
+                if f.bad_distance {
+                    d[10] = -1.0;
+                }
+                let d = bin.push(
+                    f32s(&d),
+                    r#""componentType":5126,"count":49,"type":"SCALAR""#.to_string(),
+                );
+                attributes += &format!(r#","_MAX_DISTANCE":{d}"#);
             }
             format!(r#"{{"primitives":[{{"attributes":{{{attributes}}},"indices":{i}}}]}}"#)
         };
@@ -780,4 +793,104 @@ fn pins_from_the_skin_refuse_what_is_missing_or_out_of_range() {
         app.world().get::<ClothBuildError>(plain).unwrap().0,
         BevyClothError::NotSkinned(_)
     ));
+}
+
+/// A painted max distance (`_MAX_DISTANCE` in the file, 0 on the top row and 2 cm more each
+/// row down) reaches the cloth: the file's values are read, the cape gets its own config
+/// whose limits hold one value per cloth node (a red node the mean of its edge's ends), and
+/// after 40 ticks of the elbow turning every vertex is within its painted distance (plus
+/// 1 mm) of where the skin carries it. On the cape whose lower rows are unweighted, the same
+/// paint is refused, naming the joint weights: nothing to measure it from.
+#[test]
+fn a_painted_max_distance_holds_the_cape_near_its_skin() {
+    use isocloth_bevy::{
+        BevyClothError, ClothBuildError, ClothConfigOverride, ClothSim, PinsFromSkin,
+    };
+    let glb = cylinder_glb(Faults {
+        capes: true,
+        ..Faults::default()
+    });
+    let c = Character::from_glb_with_cloth(&glb, Some("CapePainted")).unwrap();
+    let painted = c.cloths()[0].max_distance.clone().unwrap();
+    assert_eq!((painted[0], painted[48]), (0.0, 0.12));
+    let (app, cape) = skinned_cape("CapePainted", PinsFromSkin::Painted { channel: 0 });
+    let world = app.world();
+    let sim = world.get::<ClothSim>(cape).unwrap();
+    let limits = &world.get::<ClothConfigOverride>(cape).unwrap().0.limits;
+    assert_eq!(limits.max_distance.len(), sim.cloth.positions().len());
+    assert!((limits.max_distance[7] - 0.02).abs() < 1e-6);
+    let bones = world.get::<isocloth_bevy::ClothBones>(cape).unwrap();
+    let elbow = world
+        .get::<bevy_transform::components::GlobalTransform>(bones.bones[0])
+        .unwrap()
+        .to_matrix();
+    let skin = elbow * Mat4::from_translation(Vec3::new(0.0, -0.5, 0.0));
+    for v in 0..49 {
+        let bind = Vec3::new(
+            -0.3 + 0.1 * (v % 7) as f32,
+            1.0 - 0.1 * (v / 7) as f32,
+            -0.2,
+        );
+        let d = sim.cloth.positions()[v]
+            .as_vec3()
+            .distance(skin.transform_point3(bind));
+        assert!(
+            d <= painted[v] + 1e-3,
+            "vertex {v}: {d} m from its skin, painted {}",
+            painted[v]
+        );
+    }
+
+    let mut weights_only = Character::from_glb_with_cloth(&glb, Some("CapeWeights"))
+        .unwrap()
+        .cloths()[0]
+        .clone();
+    weights_only.max_distance = Some(vec![0.05; 49]);
+    let c = Character::from_glb_with_cloth(&glb, Some("CapeWeights")).unwrap();
+    let clip = c.clip(Some("Bend")).unwrap();
+    let mut app = plugin_app();
+    let world = app.world_mut();
+    let player = isocloth_bevy::spawn_character(world, std::sync::Arc::new(c), clip);
+    let joints = world
+        .get::<isocloth_bevy::CharacterPlayer>(player)
+        .unwrap()
+        .joints
+        .clone();
+    let cape = isocloth_bevy::spawn_skinned_cloth(
+        world,
+        &weights_only,
+        &joints,
+        isocloth::Material::default(),
+        PinsFromSkin::Weights { threshold: 0.5 },
+    );
+    app.update();
+    app.update();
+    match &app.world().get::<ClothBuildError>(cape).unwrap().0 {
+        BevyClothError::BadAttribute { attribute, .. } => {
+            assert_eq!(*attribute, "Vertex_JointWeight")
+        }
+        other => panic!("{other}"),
+    }
+}
+
+/// A painted max distance out of range is refused when the file is read, naming the mesh, the
+/// attribute and the vertex.
+#[test]
+fn a_negative_painted_max_distance_is_refused() {
+    let glb = cylinder_glb(Faults {
+        capes: true,
+        bad_distance: true,
+        ..Faults::default()
+    });
+    match Character::from_glb_with_cloth(&glb, Some("CapePainted")) {
+        Err(CharacterError::BadAttribute {
+            mesh,
+            attribute,
+            reason,
+        }) => {
+            assert_eq!((mesh.as_str(), attribute), ("CapePainted", "_MAX_DISTANCE"));
+            assert!(reason.contains("vertex 10"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
 }
