@@ -578,23 +578,45 @@ pub fn exclude_pin_bodies(
     mut keys: Local<HashMap<Entity, u64>>,
 ) {
     for (entity, mut sim, att) in &mut cloths {
-        let key = exclusion_key(colliders.set.revision(), &att.bones, &att.attachments);
-        if keys.get(&entity) == Some(&key) || sim.cloth.pins() != att.attachments.nodes() {
-            continue;
+        update_pin_exclusions(
+            entity,
+            &mut sim,
+            &att.bones,
+            &att.attachments,
+            &colliders,
+            &mut keys,
+        );
+    }
+}
+
+/// Sets `sim`'s body exclusions from its `attachments` (driven by the bone entities `bones`)
+/// against `colliders`, unless `keys` shows nothing they depend on changed since the last time
+/// for `entity` ([`exclusion_key`]). An error goes to [`ClothSim::last_error`]. What
+/// [`exclude_pin_bodies`] does per cloth, for engine adapters with their own bone components.
+pub fn update_pin_exclusions(
+    entity: Entity,
+    sim: &mut ClothSim,
+    bones: &[Entity],
+    attachments: &Attachments,
+    colliders: &ClothColliders,
+    keys: &mut HashMap<Entity, u64>,
+) {
+    let key = exclusion_key(colliders.set.revision(), bones, attachments);
+    if keys.get(&entity) == Some(&key) || sim.cloth.pins() != attachments.nodes() {
+        return;
+    }
+    let exclusions = attachments.body_exclusions(&sim.cloth, |bone| {
+        bones
+            .get(bone as usize)
+            .and_then(|&e| colliders.collider_of(e))
+            .into_iter()
+            .collect()
+    });
+    match exclusions.and_then(|x| sim.cloth.set_body_exclusions(x)) {
+        Ok(()) => {
+            keys.insert(entity, key);
         }
-        let exclusions = att.attachments.body_exclusions(&sim.cloth, |bone| {
-            att.bones
-                .get(bone as usize)
-                .and_then(|&e| colliders.collider_of(e))
-                .into_iter()
-                .collect()
-        });
-        match exclusions.and_then(|x| sim.cloth.set_body_exclusions(x)) {
-            Ok(()) => {
-                keys.insert(entity, key);
-            }
-            Err(e) => sim.last_error = Some(e),
-        }
+        Err(e) => sim.last_error = Some(e),
     }
 }
 

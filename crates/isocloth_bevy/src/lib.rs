@@ -79,8 +79,8 @@ use bevy_transform::components::{GlobalTransform, Transform};
 use glam::{DVec3, Mat4, Vec3};
 use isocloth::attachment::{AttachError, AttachmentSettings, Attachments, Influence};
 use isocloth::ecs::{
-    ClothColliders, ClothConfig, ClothLod, exclusion_key, init_cloth_resources, plan_cloth_lod,
-    step_cloths,
+    ClothColliders, ClothConfig, ClothLod, init_cloth_resources, plan_cloth_lod, step_cloths,
+    update_pin_exclusions,
 };
 use isocloth::{
     BaseMesh, Cloth, ClothError, ClothMesh, ColliderError, ColliderShape, CollisionGroups,
@@ -1274,24 +1274,14 @@ pub fn exclude_pin_bodies(
     mut keys: Local<HashMap<Entity, u64>>,
 ) {
     for (entity, mut sim, bones) in &mut cloths {
-        let key = exclusion_key(colliders.set.revision(), &bones.bones, &bones.attachments);
-        if keys.get(&entity) == Some(&key) || sim.cloth.pins() != bones.attachments.nodes() {
-            continue;
-        }
-        let exclusions = bones.attachments.body_exclusions(&sim.cloth, |bone| {
-            bones
-                .bones
-                .get(bone as usize)
-                .and_then(|&e| colliders.collider_of(e))
-                .into_iter()
-                .collect()
-        });
-        match exclusions.and_then(|x| sim.cloth.set_body_exclusions(x)) {
-            Ok(()) => {
-                keys.insert(entity, key);
-            }
-            Err(e) => sim.last_error = Some(e),
-        }
+        update_pin_exclusions(
+            entity,
+            &mut sim,
+            &bones.bones,
+            &bones.attachments,
+            &colliders,
+            &mut keys,
+        );
     }
 }
 

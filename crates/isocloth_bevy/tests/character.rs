@@ -674,13 +674,25 @@ fn skinned_cape(
     name: &str,
     rule: isocloth_bevy::PinsFromSkin,
 ) -> (bevy_app::App, bevy_ecs::entity::Entity) {
+    skinned_cape_with(name, rule, |_| {}, 40)
+}
+
+/// [`skinned_cape`] with the cape's part changed by `edit` before it is spawned, run for
+/// `updates` updates.
+fn skinned_cape_with(
+    name: &str,
+    rule: isocloth_bevy::PinsFromSkin,
+    edit: impl FnOnce(&mut isocloth_bevy::character::SkinnedPart),
+    updates: usize,
+) -> (bevy_app::App, bevy_ecs::entity::Entity) {
     let glb = cylinder_glb(Faults {
         capes: true,
         ..Faults::default()
     });
     let c = Character::from_glb_with_cloth(&glb, Some(name)).unwrap();
     let clip = c.clip(Some("Bend")).unwrap();
-    let cloth = c.cloths()[0].clone();
+    let mut cloth = c.cloths()[0].clone();
+    edit(&mut cloth);
     let mut app = plugin_app();
     let world = app.world_mut();
     let player = isocloth_bevy::spawn_character(world, std::sync::Arc::new(c), clip);
@@ -696,7 +708,7 @@ fn skinned_cape(
         isocloth::Material::default(),
         rule,
     );
-    for _ in 0..40 {
+    for _ in 0..updates {
         app.update();
     }
     (app, cape)
@@ -841,30 +853,12 @@ fn a_painted_max_distance_holds_the_cape_near_its_skin() {
         );
     }
 
-    let mut weights_only = Character::from_glb_with_cloth(&glb, Some("CapeWeights"))
-        .unwrap()
-        .cloths()[0]
-        .clone();
-    weights_only.max_distance = Some(vec![0.05; 49]);
-    let c = Character::from_glb_with_cloth(&glb, Some("CapeWeights")).unwrap();
-    let clip = c.clip(Some("Bend")).unwrap();
-    let mut app = plugin_app();
-    let world = app.world_mut();
-    let player = isocloth_bevy::spawn_character(world, std::sync::Arc::new(c), clip);
-    let joints = world
-        .get::<isocloth_bevy::CharacterPlayer>(player)
-        .unwrap()
-        .joints
-        .clone();
-    let cape = isocloth_bevy::spawn_skinned_cloth(
-        world,
-        &weights_only,
-        &joints,
-        isocloth::Material::default(),
+    let (app, cape) = skinned_cape_with(
+        "CapeWeights",
         PinsFromSkin::Weights { threshold: 0.5 },
+        |part| part.max_distance = Some(vec![0.05; 49]),
+        2,
     );
-    app.update();
-    app.update();
     match &app.world().get::<ClothBuildError>(cape).unwrap().0 {
         BevyClothError::BadAttribute { attribute, .. } => {
             assert_eq!(*attribute, "Vertex_JointWeight")
