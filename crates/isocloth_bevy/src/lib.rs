@@ -70,7 +70,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use bevy_app::{App, FixedUpdate, Plugin, PluginGroup, PluginGroupBuilder};
-use bevy_asset::{Assets, RenderAssetUsages};
+use bevy_asset::{AssetId, Assets, RenderAssetUsages};
 use bevy_ecs::prelude::*;
 use bevy_mesh::skinning::{SkinnedMesh, SkinnedMeshInverseBindposes};
 use bevy_mesh::{Indices, Mesh, Mesh3d, PrimitiveTopology, VertexAttributeValues, VertexFormat};
@@ -83,8 +83,8 @@ use isocloth::ecs::{
     update_pin_exclusions,
 };
 use isocloth::{
-    BaseMesh, Cloth, ClothError, ClothMesh, ColliderError, ColliderShape, CollisionGroups,
-    ConvexHull, LimitSettings, Material, MeshError, Pose, TriangleMesh,
+    BaseMesh, Cloth, ClothError, ClothMesh, ClothModel, ColliderError, ColliderShape,
+    CollisionGroups, ConvexHull, LimitSettings, Material, MeshError, Pose, TriangleMesh,
 };
 use thiserror::Error;
 
@@ -111,6 +111,7 @@ impl Default for IsoclothPlugin {
 impl Plugin for IsoclothPlugin {
     fn build(&self, app: &mut App) {
         init_cloth_resources(app.world_mut());
+        app.init_resource::<ClothModels>();
         if self.set_fixed_timestep {
             let dt = app.world().resource::<ClothConfig>().timestep;
             app.insert_resource(Time::<Fixed>::from_seconds(dt));
@@ -193,11 +194,13 @@ impl ClothPin {
 ///
 /// On the first tick where the mesh asset is loaded, [`build_cloths`] builds the cloth from it
 /// (positions taken to world space by the entity's `GlobalTransform`, triangles from its
-/// indices), binds the pins to their bones, and replaces the asset's contents with the
-/// cloth's render mesh: four triangles per source triangle, with positions, normals and, if the
-/// source had them, UVs (a new vertex at an edge's midpoint takes the mean of its ends'). From
-/// then on [`write_meshes`] updates positions and normals each tick, in the entity's local
-/// frame. The budget, contact and the rest come from the [`ClothConfig`] resource, or from a
+/// indices), binds the pins to their bones, and gives the entity a mesh asset of its own (a new
+/// `Mesh3d` handle) holding the cloth's render mesh: four triangles per source triangle, with
+/// positions, normals and, if the source had them, UVs (a new vertex at an edge's midpoint takes
+/// the mean of its ends'). The source asset is left as it is: every entity made from it with the
+/// same scale, pinned vertices, material and budget shares one model and its factorisation
+/// ([`ClothModels`]). From then on [`write_meshes`] updates positions and normals each tick, in
+/// the entity's local frame. The budget, contact and the rest come from the [`ClothConfig`] resource, or from a
 /// [`ClothConfigOverride`] on the entity.
 ///
 /// The source mesh must be a `TriangleList` with indices, kept in the main world
@@ -205,8 +208,7 @@ impl ClothPin {
 /// position are one cloth vertex (as the OBJ loader merges them), so a mesh split at UV seams or
 /// hard edges, as exporters write it, is one cloth; with UVs, the render mesh keeps one vertex
 /// per node and UV, so each side of a seam keeps its texture coordinates (then
-/// [`ClothBones::render_nodes`] maps render vertices to nodes). Pins name source vertices. A
-/// mesh asset shared with other entities would change for them too; give each cloth its own.
+/// [`ClothBones::render_nodes`] maps render vertices to nodes). Pins name source vertices.
 #[derive(Component, Debug, Clone, Default)]
 pub struct SimulatedCloth {
     /// Density, bending stiffness, damping.
@@ -494,11 +496,13 @@ pub fn build_cloths(
     config: Res<ClothConfig>,
     mut meshes: ResMut<Assets<Mesh>>,
     bindposes: Option<Res<Assets<SkinnedMeshInverseBindposes>>>,
+    mut models: ResMut<ClothModels>,
 ) {
     for (entity, spec, handle, transform, over, skin) in &cloths {
-        let Some(mut mesh) = meshes.get_mut(&handle.0) else {
+        let Some(mesh) = meshes.get(&handle.0) else {
             continue; // not loaded yet
         };
+        let source = handle.0.id();
         let config = over.map_or(&*config, |o| &o.0);
         let mut from_skin = None;
         if let Some((rule, skinned)) = skin {
@@ -507,7 +511,7 @@ pub fn build_cloths(
             if skinned.is_some() && inverse.is_none() {
                 continue; // the inverse bind poses are not loaded yet
             }
-            match skin_pins(*rule, &mesh, skinned.zip(inverse), &bones) {
+            match skin_pins(*rule, mesh, skinned.zip(inverse), &bones) {
                 Ok((pins, read)) => {
                     let joints = skinned.map(|s| s.joints.clone()).unwrap_or_default();
                     from_skin = Some((pins, read, joints));
@@ -527,19 +531,33 @@ pub fn build_cloths(
                 };
                 build(
                     &spec,
-                    &mut mesh,
+                    mesh,
+                    source,
                     transform,
                     &bones,
                     config,
                     Some((read, joints)),
+                    &mut models,
                 )
             }
-            None => build(spec, &mut mesh, transform, &bones, config, None),
+            None => build(
+                spec,
+                mesh,
+                source,
+                transform,
+                &bones,
+                config,
+                None,
+                &mut models,
+            ),
         };
         match result {
-            Ok((sim, pins, limits)) => {
+            Ok((sim, pins, limits, render)) => {
+                // The cloth draws into a mesh asset of its own; the source stays as it was
+                // (another entity may be made from it, or share it).
+                let render = meshes.add(render);
                 let mut e = commands.entity(entity);
-                e.insert((sim, pins));
+                e.insert((sim, pins, Mesh3d(render)));
                 if from_skin.is_some() {
                     e.remove::<SkinnedMesh>();
                 }
@@ -825,14 +843,47 @@ pub fn fit_body_capsules(
     Ok(capsules.len())
 }
 
+/// What a built cloth's model depends on besides its rest metric: the source mesh asset, the
+/// entity's scale, the pinned vertices, the material and the solver settings (the last two by
+/// their exact printed values). Rotation and translation leave the metric alone.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct ModelKey {
+    source: AssetId<Mesh>,
+    scale: [u32; 3],
+    pinned: Vec<u32>,
+    material: String,
+    settings: String,
+}
+
+/// The models the plugin built, shared by every cloth entity made from the same mesh asset
+/// with the same scale, pinned vertices, material and budget (one factorisation for a crowd of
+/// capes). Cloths pinned from their skin ([`PinsFromSkin`]) are built each on its own: their
+/// rest shape is their skinned pose.
+#[derive(Resource, Debug, Default)]
+pub struct ClothModels {
+    models: HashMap<ModelKey, Arc<ClothModel>>,
+    built: usize,
+}
+
+impl ClothModels {
+    /// How many models were built (each a factorisation); the entities sharing them are not
+    /// counted again.
+    pub fn built(&self) -> usize {
+        self.built
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 fn build(
     spec: &SimulatedCloth,
-    mesh: &mut Mesh,
+    mesh: &Mesh,
+    source: AssetId<Mesh>,
     transform: &GlobalTransform,
     bones: &Query<&GlobalTransform>,
     config: &ClothConfig,
     skinned: Option<(&SkinRead, &[Entity])>,
-) -> Result<(ClothSim, ClothBones, Option<LimitSettings>), BevyClothError> {
+    models: &mut ClothModels,
+) -> Result<(ClothSim, ClothBones, Option<LimitSettings>, Mesh), BevyClothError> {
     let topology = mesh.primitive_topology();
     if topology != PrimitiveTopology::TriangleList {
         return Err(BevyClothError::NotTriangleList(topology));
@@ -984,7 +1035,31 @@ fn build(
         .map(|uv| render_vertices(&cloth_mesh, &source_triangles, uv));
 
     let settings = config.budget.settings(config.timestep, config.gravity)?;
-    let cloth = Cloth::from_mesh(cloth_mesh, spec.material, &nodes, settings)?;
+    let cloth = if skinned.is_some() {
+        Cloth::from_mesh(cloth_mesh, spec.material, &nodes, settings)?
+    } else {
+        let key = ModelKey {
+            source,
+            scale: transform.scale().to_array().map(f32::to_bits),
+            pinned: pinned_vertices.clone(),
+            material: format!("{:?}", spec.material),
+            settings: format!("{settings:?}"),
+        };
+        match models.models.get(&key) {
+            Some(model) => {
+                // The same metric elsewhere: the shared model, at this entity's place.
+                let mut cloth = Cloth::new(model.clone());
+                cloth.set_positions(cloth_mesh.initial_positions())?;
+                cloth
+            }
+            None => {
+                let cloth = Cloth::from_mesh(cloth_mesh, spec.material, &nodes, settings)?;
+                models.models.insert(key, cloth.model().clone());
+                models.built += 1;
+                cloth
+            }
+        }
+    };
     // Max distance: every node skinned (its source vertex's weights; a red node blends its
     // edge's ends), measured from there.
     let mut limits = None;
@@ -1114,7 +1189,6 @@ fn build(
         out.insert_attribute(Mesh::ATTRIBUTE_UV_0, uv);
     }
     out.insert_indices(Indices::U32(indices));
-    *mesh = out;
 
     let bones = ClothBones {
         render_nodes,
@@ -1124,7 +1198,7 @@ fn build(
         lost: Vec::new(),
         last_error: None,
     };
-    Ok((ClothSim::new(cloth), bones, limits))
+    Ok((ClothSim::new(cloth), bones, limits, out))
 }
 
 /// Per source vertex its cloth vertex, and the cloth vertices' source vertices: vertices at

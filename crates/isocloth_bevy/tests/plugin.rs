@@ -741,3 +741,62 @@ fn the_camera_entity_orders_level_of_detail() {
         "{near_first:?} -> {far_first:?}"
     );
 }
+
+/// Sixteen cloth entities made from one mesh asset (each at its own place, pinned alike) build
+/// one model: one factorisation, every `Cloth` sharing it (`Arc::ptr_eq`), each starting at its
+/// own entity's place (its mean height that of its transform to 5 mm, after the one tick it
+/// has fallen) and drawing into a
+/// render mesh of its own (sixteen distinct handles); the source asset keeps its 25 vertices.
+#[test]
+fn sixteen_cloths_from_one_mesh_asset_build_one_model() {
+    let mut app = app();
+    let source = app
+        .world_mut()
+        .resource_mut::<Assets<Mesh>>()
+        .add(grid(1.0, 4, 0.0));
+    let pole = app.world_mut().spawn(Transform::default()).id();
+    let cloths: Vec<Entity> = (0..16)
+        .map(|k| {
+            let at = Vec3::new(2.0 * (k % 4) as f32, 1.0 + 0.5 * (k / 4) as f32, 0.0);
+            app.world_mut()
+                .spawn((
+                    Mesh3d(source.clone()),
+                    Transform::from_translation(at),
+                    SimulatedCloth {
+                        material: Material::default(),
+                        pins: vec![ClothPin::new(0, pole), ClothPin::new(4, pole)],
+                    },
+                ))
+                .id()
+        })
+        .collect();
+    build(&mut app);
+    let world = app.world();
+    assert_eq!(world.resource::<isocloth_bevy::ClothModels>().built(), 1);
+    let first = world
+        .get::<ClothSim>(cloths[0])
+        .unwrap()
+        .cloth
+        .model()
+        .clone();
+    let mut handles = std::collections::HashSet::new();
+    for (k, &e) in cloths.iter().enumerate() {
+        let sim = world.get::<ClothSim>(e).unwrap();
+        assert!(
+            std::sync::Arc::ptr_eq(sim.cloth.model(), &first),
+            "cloth {k}"
+        );
+        let y = sim.cloth.positions().iter().map(|p| p.y).sum::<f64>()
+            / sim.cloth.positions().len() as f64;
+        let want = 1.0 + 0.5 * (k / 4) as f64;
+        assert!(
+            (y - want).abs() < 5e-3,
+            "cloth {k} at {y}, its entity at {want}"
+        );
+        handles.insert(world.get::<Mesh3d>(e).unwrap().0.id());
+    }
+    assert_eq!(handles.len(), 16);
+    assert!(!handles.contains(&source.id()));
+    let src = world.resource::<Assets<Mesh>>().get(&source).unwrap();
+    assert_eq!(src.count_vertices(), 25);
+}
