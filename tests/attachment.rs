@@ -372,3 +372,58 @@ fn pinned_nodes_and_their_ring_ignore_the_bodies_of_their_bones() {
     assert!(at(2).len() > one.len());
     assert!(at(0).is_empty());
 }
+
+/// Rigid pins change nothing where the skin is already rigid: pins on one bone, carried by a
+/// half turn and a move, get the same targets (to 1e-12 m) with `rigid_pins` as without; and
+/// on two bones turning apart, the rigid row keeps every pair distance it was bound with (to
+/// 1e-9 m) where the skinned row does not.
+#[test]
+fn rigid_pins_move_the_row_as_one_piece() {
+    let cloth = cape();
+    let bind = Pose::from_translation(DVec3::new(0.0, 1.5, 0.0));
+    let moved = Pose::new(
+        DVec3::new(0.3, 1.6, -0.2),
+        DQuat::from_rotation_y(std::f64::consts::PI),
+    );
+    let settings = |rigid_pins| AttachmentSettings {
+        rigid_pins,
+        ..AttachmentSettings::default()
+    };
+    let mut skinned = bind_to_one_bone(&cloth, bind, settings(false));
+    let mut rigid = bind_to_one_bone(&cloth, bind, settings(true));
+    let a = skinned.targets(&[moved]).unwrap().to_vec();
+    let b = rigid.targets(&[moved]).unwrap().to_vec();
+    assert!(a.iter().zip(&b).all(|(p, q)| p.distance(*q) < 1e-12));
+
+    // Two bones: left half of the row on bone 0, right half on bone 1, bone 1 turning away.
+    let pins = cloth.pins().to_vec();
+    let x = cloth.positions();
+    let nodes: Vec<(u32, Vec<Influence>)> = pins
+        .iter()
+        .map(|&p| {
+            let bone = u32::from(x[p as usize].x > 0.0);
+            (p, vec![Influence { bone, weight: 1.0 }])
+        })
+        .collect();
+    let poses = [bind, bind];
+    let apart = [
+        bind,
+        Pose::new(bind.translation, DQuat::from_rotation_z(0.4)),
+    ];
+    let row = |rigid_pins| {
+        let mut a = Attachments::bind(&cloth, &nodes, &poses, 0, settings(rigid_pins)).unwrap();
+        a.targets(&apart).unwrap().to_vec()
+    };
+    let rest: Vec<DVec3> = pins.iter().map(|&p| x[p as usize]).collect();
+    let spread = |t: &[DVec3]| {
+        let mut worst = 0.0f64;
+        for i in 0..t.len() {
+            for j in 0..t.len() {
+                worst = worst.max((t[i].distance(t[j]) - rest[i].distance(rest[j])).abs());
+            }
+        }
+        worst
+    };
+    assert!(spread(&row(true)) < 1e-9, "{}", spread(&row(true)));
+    assert!(spread(&row(false)) > 1e-2, "{}", spread(&row(false)));
+}

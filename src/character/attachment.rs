@@ -41,6 +41,14 @@ pub struct AttachmentSettings {
     /// with the last (the attached nodes' neighbours at 1). 0 turns it off. Default 1.
     #[serde(default = "one")]
     pub unpushed_rings: u32,
+    /// The pins move as one rigid piece: each frame the row turns by the blend of its bones'
+    /// rotations since bind (weighted by their share of the pins; normalised) about the skinned
+    /// targets' centroid, so that bones blending differently along a pinned row (a collar on
+    /// the neck and both shoulders) turn and move it without stretching or squeezing it. For a collar or a
+    /// banner's pole, not for a waistband that should follow a twisting pelvis and thighs.
+    /// Default false.
+    #[serde(default)]
+    pub rigid_pins: bool,
 }
 
 fn one() -> u32 {
@@ -54,6 +62,7 @@ impl Default for AttachmentSettings {
             angular_inertia: 1.0,
             teleport_distance: 1.0,
             unpushed_rings: 1,
+            rigid_pins: false,
         }
     }
 }
@@ -259,6 +268,12 @@ pub struct Attachments {
     settings: AttachmentSettings,
     targets: Vec<DVec3>,
     skin_targets: Vec<DVec3>,
+    /// The attached nodes' positions at bind time, their centroid, each bone's share of the
+    /// pins' weights and its rotation at bind ([`AttachmentSettings::rigid_pins`]).
+    bind_positions: Vec<DVec3>,
+    bind_centroid: DVec3,
+    bone_shares: Vec<f64>,
+    bind_rotations: Vec<glam::DQuat>,
 }
 
 fn check_poses(poses: &[Pose], expected: usize) -> Result<(), AttachError> {
@@ -296,7 +311,22 @@ impl Attachments {
             });
         }
         let pins = Skin::bind(cloth.positions(), nodes, bind_poses)?;
+        let bind_positions: Vec<DVec3> = pins
+            .nodes
+            .iter()
+            .map(|&n| cloth.positions()[n as usize])
+            .collect();
+        let bind_centroid =
+            bind_positions.iter().sum::<DVec3>() / bind_positions.len().max(1) as f64;
+        let mut bone_shares = vec![0.0; bone_count];
+        for (&b, &w) in pins.bones.iter().zip(&pins.weights) {
+            bone_shares[b as usize] += w;
+        }
         Ok(Self {
+            bind_positions,
+            bind_centroid,
+            bone_shares,
+            bind_rotations: bind_poses.iter().map(|p| p.rotation).collect(),
             targets: Vec::with_capacity(pins.nodes.len()),
             pins,
             skin: None,
@@ -442,6 +472,31 @@ impl Attachments {
     pub fn targets(&mut self, poses: &[Pose]) -> Result<&[DVec3], AttachError> {
         check_poses(poses, self.bone_count)?;
         self.pins.evaluate(poses, &mut self.targets);
+        if self.settings.rigid_pins && !self.targets.is_empty() {
+            // The bones' rotations since bind, blended by their share (signs aligned to the
+            // largest share's, so that q and -q do not cancel).
+            let turn = |b: usize| poses[b].rotation * self.bind_rotations[b].inverse();
+            let lead = (0..self.bone_shares.len())
+                .max_by(|&a, &b| self.bone_shares[a].total_cmp(&self.bone_shares[b]))
+                .map_or(glam::DQuat::IDENTITY, turn);
+            let mut sum = glam::DVec4::ZERO;
+            for (b, &share) in self.bone_shares.iter().enumerate() {
+                if share > 0.0 {
+                    let q = glam::DVec4::from(turn(b));
+                    let q = if q.dot(glam::DVec4::from(lead)) < 0.0 {
+                        -q
+                    } else {
+                        q
+                    };
+                    sum += share * q;
+                }
+            }
+            let rotation = glam::DQuat::from_vec4(sum).normalize();
+            let centroid = self.targets.iter().sum::<DVec3>() / self.targets.len() as f64;
+            for (t, b) in self.targets.iter_mut().zip(&self.bind_positions) {
+                *t = centroid + rotation * (*b - self.bind_centroid);
+            }
+        }
         Ok(&self.targets)
     }
 

@@ -3,7 +3,13 @@
 //! ```sh
 //! cargo run --release --example gltf_cape -- assets/CesiumMan.glb [--clip NAME]
 //!     [--preset mobile|console|desktop] [--seconds S] [--tapered] [--cape-from-asset NAME]
+//!     [--skinned-pins]
 //! ```
+//!
+//! The generated cape's pinned row moves as one rigid piece (`AttachmentSettings::rigid_pins`
+//! through `ClothPinSettings`): its vertices hang from the upper spine and both shoulders, whose
+//! motions differ; `--skinned-pins` skins each pin instead (the row then stretches with the
+//! shoulders, reported as `pinned_max_strain`).
 //!
 //! With `--cape-from-asset NAME` the cape is the file's own skinned mesh named `NAME` (not a
 //! generated one): it is read apart from the body, spawned as Bevy's glTF loader spawns a
@@ -42,11 +48,11 @@ use bevy_time::TimeUpdateStrategy;
 use bevy_transform::prelude::*;
 use glam::{DVec3, Vec3};
 use isocloth::ecs::{BudgetPreset, ClothColliders, ClothConfig};
-use isocloth::{ColliderShape, Material, Pose};
+use isocloth::{AttachmentSettings, ColliderShape, Material, Pose};
 use isocloth_bevy::character::{Character, pose_of_matrix};
 use isocloth_bevy::{
-    CharacterPlayer, ClothCollider, ClothSim, HeadlessPlugins, IsoclothPlugin, PinsFromSkin,
-    SimulatedCloth, spawn_character, spawn_skinned_cloth,
+    CharacterPlayer, ClothCollider, ClothPinSettings, ClothSim, HeadlessPlugins, IsoclothPlugin,
+    PinsFromSkin, SimulatedCloth, spawn_character, spawn_skinned_cloth,
 };
 use render::{Camera, Grid, Style};
 use tiny_skia::Pixmap;
@@ -70,6 +76,7 @@ struct Args {
     seconds: f64,
     tapered: bool,
     cape_from_asset: Option<String>,
+    skinned_pins: bool,
 }
 
 fn args() -> Result<Args, String> {
@@ -79,6 +86,7 @@ fn args() -> Result<Args, String> {
     let mut seconds = 10.0;
     let mut tapered = false;
     let mut cape_from_asset = None;
+    let mut skinned_pins = false;
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -98,6 +106,7 @@ fn args() -> Result<Args, String> {
                 preset = (name, p);
             }
             "--tapered" => tapered = true,
+            "--skinned-pins" => skinned_pins = true,
             "--cape-from-asset" => {
                 cape_from_asset = Some(it.next().ok_or("--cape-from-asset takes a mesh name")?)
             }
@@ -110,7 +119,7 @@ fn args() -> Result<Args, String> {
             }
             other if other.starts_with("--") => {
                 return Err(format!(
-                    "unknown option {other:?} (FILE.glb [--clip NAME] [--preset NAME] [--seconds S] [--tapered] [--cape-from-asset NAME])"
+                    "unknown option {other:?} (FILE.glb [--clip NAME] [--preset NAME] [--seconds S] [--tapered] [--cape-from-asset NAME] [--skinned-pins])"
                 ));
             }
             other => file = Some(other.to_string()),
@@ -125,6 +134,7 @@ fn args() -> Result<Args, String> {
         seconds,
         tapered,
         cape_from_asset,
+        skinned_pins,
     })
 }
 
@@ -194,6 +204,11 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                     material: Material::default(),
                     pins,
                 },
+                // The collar moves as one piece: its bones blend differently along it.
+                ClothPinSettings(AttachmentSettings {
+                    rigid_pins: !args.skinned_pins,
+                    ..AttachmentSettings::default()
+                }),
             ))
             .id()
     };

@@ -258,6 +258,13 @@ impl Default for PinsFromSkin {
 pub const ATTRIBUTE_MAX_DISTANCE: bevy_mesh::MeshVertexAttribute =
     bevy_mesh::MeshVertexAttribute::new("Vertex_MaxDistance", 0x150c_107d, VertexFormat::Float32);
 
+/// How a [`SimulatedCloth`]'s pins ride their bones (read when the cloth is built; default
+/// [`AttachmentSettings::default`]): inertia scales, teleport distance, the pin rule's rings,
+/// and `rigid_pins` (the pinned row moves as one rigid piece: a collar on the neck and both
+/// shoulders turns without stretching).
+#[derive(Component, Debug, Clone, Copy, PartialEq, Default)]
+pub struct ClothPinSettings(pub AttachmentSettings);
+
 /// What went wrong building or driving a cloth.
 #[derive(Debug, Error)]
 pub enum BevyClothError {
@@ -489,6 +496,7 @@ pub fn build_cloths(
             &GlobalTransform,
             Option<&ClothConfigOverride>,
             Option<(&PinsFromSkin, Option<&SkinnedMesh>)>,
+            Option<&ClothPinSettings>,
         ),
         (Without<ClothSim>, Without<ClothBuildError>),
     >,
@@ -498,7 +506,8 @@ pub fn build_cloths(
     bindposes: Option<Res<Assets<SkinnedMeshInverseBindposes>>>,
     mut models: ResMut<ClothModels>,
 ) {
-    for (entity, spec, handle, transform, over, skin) in &cloths {
+    for (entity, spec, handle, transform, over, skin, pin_settings) in &cloths {
+        let pin_settings = pin_settings.map_or_else(AttachmentSettings::default, |p| p.0);
         let Some(mesh) = meshes.get(&handle.0) else {
             continue; // not loaded yet
         };
@@ -538,6 +547,7 @@ pub fn build_cloths(
                     config,
                     Some((read, joints)),
                     &mut models,
+                    pin_settings,
                 )
             }
             None => build(
@@ -549,6 +559,7 @@ pub fn build_cloths(
                 config,
                 None,
                 &mut models,
+                pin_settings,
             ),
         };
         match result {
@@ -883,6 +894,7 @@ fn build(
     config: &ClothConfig,
     skinned: Option<(&SkinRead, &[Entity])>,
     models: &mut ClothModels,
+    pin_settings: AttachmentSettings,
 ) -> Result<(ClothSim, ClothBones, Option<LimitSettings>, Mesh), BevyClothError> {
     let topology = mesh.primitive_topology();
     if topology != PrimitiveTopology::TriangleList {
@@ -1147,13 +1159,7 @@ fn build(
             vec![],
         )
     } else {
-        let bound = Attachments::bind(
-            &cloth,
-            &influences,
-            &bind_poses,
-            0,
-            AttachmentSettings::default(),
-        )?;
+        let bound = Attachments::bind(&cloth, &influences, &bind_poses, 0, pin_settings)?;
         let bound = if skin_nodes.is_empty() {
             bound
         } else {
