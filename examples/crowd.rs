@@ -20,8 +20,8 @@
 //! Prints, every `--every` frames (default 1: every frame), the cloth time, each rung's
 //! count and the max strain of the eight capes nearest the camera; writes the plaza from the
 //! camera with capes tinted by rung (`target/isocloth/crowd.png`: green console, blue mobile,
-//! orange half rate, grey follow-skin) and the cloth time against the budget over the run
-//! (`target/isocloth/crowd_time.png`); ends with one JSON line: `frame_ms_p50`,
+//! orange half rate, grey follow-skin) and the cloth time against the budget over the run with
+//! the number of rung changes each frame (`target/isocloth/crowd_time.png`); ends with one JSON line: `frame_ms_p50`,
 //! `frame_ms_p99` (the cloth step's wall-clock time a frame, after the first second),
 //! `summed_ms_p50` (the capes' step times summed), `budget_ms`,
 //! `near_max_strain`, `near_pinned_max_strain`, `near_nodes_inside_body` (checked every tenth
@@ -283,6 +283,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mut near_max_strain = 0.0f64;
     let mut near_pinned_max_strain = 0.0f64;
     let mut near_inside = 0usize;
+    // Rung changes a frame (every cape), for the time plot; kept written through, as the logs.
+    let mut changes = vec![0usize; frames];
+    changes.clear();
     // Bodies each cape's groups let its broad phase see, summed over the checked frames.
     let mut bodies_seen = (0usize, 0usize);
     let mut last_rung: HashMap<Entity, (usize, f64)> = HashMap::new();
@@ -342,9 +345,11 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         let lod = world.resource::<ClothLod>();
         let total = lod.last_wall_ms();
         totals.push(total);
+        changes.push(0);
         summed.push(lod.last_total_ms());
         let mut counts = [0usize; 4];
         let mut by_distance: Vec<(f64, usize)> = Vec::with_capacity(walkers.len());
+        let mut changed_now = 0usize;
         for (k, w) in walkers.iter().enumerate() {
             let rung = lod.rung_of(w.cape).unwrap_or(3);
             counts[rung.min(3)] += 1;
@@ -352,6 +357,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 Some(&(r, at)) if r != rung => {
                     min_interval = min_interval.min(now - at);
                     last_rung.insert(w.cape, (rung, now));
+                    changed_now += 1;
                 }
                 None => {
                     last_rung.insert(w.cape, (rung, f64::NEG_INFINITY));
@@ -360,6 +366,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             }
             let sim = world.get::<ClothSim>(w.cape).ok_or("cape missing")?;
             by_distance.push((sim.cloth.center_of_mass().distance(EYE), k));
+        }
+        if let Some(c) = changes.last_mut() {
+            *c = changed_now;
         }
         by_distance.sort_by(|a, b| a.0.total_cmp(&b.0));
         let (mut near_strain, mut near_pinned) = (0.0f64, 0.0f64);
@@ -450,19 +459,29 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         &plot_path,
         &plot::Panel {
             title: format!(
-                "{} capes on {} threads: cloth time a frame",
+                "{} capes on {} threads: cloth time and rung changes a frame",
                 args.characters, args.threads
             ),
             x_label: "time (s)".into(),
             y_label: "cloth time (ms)".into(),
-            series: vec![plot::Series {
-                label: "cloth time".into(),
-                points: totals
-                    .iter()
-                    .enumerate()
-                    .map(|(f, &t)| (f as f64 * DT, t))
-                    .collect(),
-            }],
+            series: vec![
+                plot::Series {
+                    label: "cloth time".into(),
+                    points: totals
+                        .iter()
+                        .enumerate()
+                        .map(|(f, &t)| (f as f64 * DT, t))
+                        .collect(),
+                },
+                plot::Series {
+                    label: "rung changes that frame (count, same axis)".into(),
+                    points: changes
+                        .iter()
+                        .enumerate()
+                        .map(|(f, &c)| (f as f64 * DT, c as f64))
+                        .collect(),
+                },
+            ],
             target: Some((args.budget_ms, format!("budget {} ms", args.budget_ms))),
             v_line: None,
             lines: true,

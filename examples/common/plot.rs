@@ -213,7 +213,7 @@ pub fn linear_panel(stem: &Path, panel: &Panel) -> Result<(), Box<dyn std::error
                 });
         }
         if let Some((y, label)) = &panel.target {
-            let style = RED.mix(0.8).stroke_width(2);
+            let style = BLACK.mix(0.7).stroke_width(2);
             chart
                 .draw_series(LineSeries::new(vec![(0.0, *y), (x1, *y)], style))?
                 .label(label.as_str())
