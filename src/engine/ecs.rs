@@ -577,7 +577,9 @@ pub fn exclude_pin_bodies(
     colliders: Res<ClothColliders>,
     mut keys: Local<HashMap<Entity, u64>>,
 ) {
+    let mut seen = 0;
     for (entity, mut sim, att) in &mut cloths {
+        seen += 1;
         update_pin_exclusions(
             entity,
             &mut sim,
@@ -586,6 +588,10 @@ pub fn exclude_pin_bodies(
             &colliders,
             &mut keys,
         );
+    }
+    // Despawned cloths leave their keys behind: drop them (no state grows under churn).
+    if keys.len() > seen {
+        keys.retain(|e, _| cloths.contains(*e));
     }
 }
 

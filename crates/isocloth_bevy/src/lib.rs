@@ -1353,7 +1353,9 @@ pub fn exclude_pin_bodies(
     colliders: Res<ClothColliders>,
     mut keys: Local<HashMap<Entity, u64>>,
 ) {
+    let mut seen = 0;
     for (entity, mut sim, bones) in &mut cloths {
+        seen += 1;
         update_pin_exclusions(
             entity,
             &mut sim,
@@ -1362,6 +1364,10 @@ pub fn exclude_pin_bodies(
             &colliders,
             &mut keys,
         );
+    }
+    // Despawned cloths leave their keys behind: drop them (no state grows under churn).
+    if keys.len() > seen {
+        keys.retain(|e, _| cloths.contains(*e));
     }
 }
 
