@@ -422,3 +422,63 @@ fn level_of_detail_shares_one_budget_by_distance() {
     schedule.run(&mut world);
     assert_eq!(world.resource::<ClothLod>().scheduler.len(), 6);
 }
+
+/// The pin rule follows the colliders: a cape pinned to a bone that carries a capsule gets the
+/// pinned nodes and their ring excluded from that capsule (every excluded pair names it); once
+/// the bone's collider component is removed, the next tick recomputes them and none is left.
+#[test]
+fn pin_exclusions_follow_the_bones_colliders() {
+    let (mut world, mut schedule) = world_and_schedule();
+    let cloth = cape();
+    let bind = Pose::from_translation(DVec3::new(0.0, 1.5, 0.0));
+    let bone = world
+        .spawn((
+            BonePose(bind),
+            BoneCollider {
+                shape: ColliderShape::Capsule {
+                    half_height: 0.2,
+                    radius: 0.05,
+                },
+                offset: Pose::new(
+                    DVec3::new(0.0, 0.0, -0.1),
+                    DQuat::from_rotation_z(std::f64::consts::FRAC_PI_2),
+                ),
+            },
+        ))
+        .id();
+    let attachments = common::bind_pins_to_one_bone(&cloth, bind, AttachmentSettings::default());
+    let pins = cloth.pins().len();
+    let e = world
+        .spawn((
+            ClothSim::new(cloth),
+            ClothAttachments::new(vec![bone], attachments),
+        ))
+        .id();
+    schedule.run(&mut world);
+    let id = world
+        .resource::<ClothColliders>()
+        .collider_of(bone)
+        .expect("the bone's collider");
+    let ex = world
+        .get::<ClothSim>(e)
+        .unwrap()
+        .cloth
+        .body_exclusions()
+        .clone();
+    assert!(ex.len() > pins, "{} pairs for {pins} pins", ex.len());
+    let n = world.get::<ClothSim>(e).unwrap().cloth.positions().len();
+    let naming = (0..n as u32)
+        .filter(|&node| ex.excludes(node, id as u32))
+        .count();
+    assert_eq!(naming, ex.len());
+    world.entity_mut(bone).remove::<BoneCollider>();
+    schedule.run(&mut world);
+    assert!(
+        world
+            .get::<ClothSim>(e)
+            .unwrap()
+            .cloth
+            .body_exclusions()
+            .is_empty()
+    );
+}
