@@ -322,6 +322,12 @@ pub enum BevyClothError {
     /// The rule pinned no vertex.
     #[error("pins from the skin: the rule {0:?} pins no vertex")]
     NoPins(PinsFromSkin),
+    /// The rule pinned every vertex: nothing would move (a mesh weighted as a whole, as
+    /// exporters normalise it, under [`PinsFromSkin::Weights`]).
+    #[error(
+        "pins from the skin: the rule {0:?} pins every vertex (a fully weighted mesh: paint the pins and use PinsFromSkin::Painted, or leave the free part unweighted)"
+    )]
+    AllPinned(PinsFromSkin),
 }
 
 /// Set on a [`SimulatedCloth`] entity whose cloth could not be built (logged once as a warning).
@@ -685,6 +691,19 @@ fn skin_pins(
     }
     if pins.is_empty() {
         return Err(BevyClothError::NoPins(rule));
+    }
+    let pinned = pins
+        .iter()
+        .fold((u32::MAX, 0usize), |(last, count), p| {
+            if p.vertex == last {
+                (last, count)
+            } else {
+                (p.vertex, count + 1)
+            }
+        })
+        .1;
+    if pinned == n {
+        return Err(BevyClothError::AllPinned(rule));
     }
     Ok((pins, skin))
 }

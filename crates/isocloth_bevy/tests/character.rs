@@ -769,7 +769,8 @@ fn a_skinned_cape_takes_its_pins_from_its_weights_or_its_paint() {
 }
 
 /// Pins from the skin refused with typed errors: the painted rule on a mesh with no colours,
-/// a colour channel past alpha, and the rule on an entity without a `SkinnedMesh`.
+/// a colour channel past alpha, the weight rule on a mesh weighted everywhere (it would pin
+/// every vertex), and the rule on an entity without a `SkinnedMesh`.
 #[test]
 fn pins_from_the_skin_refuse_what_is_missing_or_out_of_range() {
     use isocloth_bevy::{BevyClothError, ClothBuildError, PinsFromSkin};
@@ -788,6 +789,11 @@ fn pins_from_the_skin_refuse_what_is_missing_or_out_of_range() {
             attribute: "Vertex_Color",
             ..
         }
+    ));
+    let (app, cape) = skinned_cape("CapePainted", PinsFromSkin::Weights { threshold: 0.5 });
+    assert!(matches!(
+        app.world().get::<ClothBuildError>(cape).unwrap().0,
+        BevyClothError::AllPinned(_)
     ));
     let (mut app, cape) = skinned_cape("CapeWeights", PinsFromSkin::default());
     let world = app.world_mut();
