@@ -638,42 +638,55 @@ pub fn exclusion_key(revision: u64, bones: &[Entity], attachments: &Attachments)
     h.finish()
 }
 
-/// S1: drives attached cloths from their bones' poses (pin targets, teleports, inertia).
+/// S1: drives attached cloths from their bones' poses (pin targets, teleports, inertia), cloths
+/// in parallel (each reads its bones and writes only itself: the result does not depend on the
+/// threads).
 pub fn drive_attachments(
     mut cloths: Query<(&mut ClothSim, &mut ClothAttachments)>,
     bones: Query<&BonePose>,
-    mut poses: Local<Vec<Pose>>,
 ) {
-    for (mut sim, mut att) in &mut cloths {
-        poses.clear();
-        let mut missing = None;
-        for &b in &att.bones {
-            match bones.get(b) {
-                Ok(p) => poses.push(p.0),
-                Err(_) => {
-                    missing = Some(b);
-                    break;
-                }
+    thread_local! {
+        static POSES: std::cell::RefCell<Vec<Pose>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    let mut all: Vec<_> = cloths.iter_mut().collect();
+    all.par_iter_mut().for_each(|(sim, att)| {
+        POSES.with_borrow_mut(|poses| drive_one(sim, att, &bones, poses));
+    });
+}
+
+/// [`drive_attachments`] for one cloth, its bones' poses gathered into `poses`.
+fn drive_one(
+    sim: &mut ClothSim,
+    att: &mut ClothAttachments,
+    bones: &Query<&BonePose>,
+    poses: &mut Vec<Pose>,
+) {
+    poses.clear();
+    let mut missing = None;
+    for &b in &att.bones {
+        match bones.get(b) {
+            Ok(p) => poses.push(p.0),
+            Err(_) => {
+                missing = Some(b);
+                break;
             }
         }
-        let att = &mut *att;
-        if let Some(b) = missing {
-            att.last_error = Some(AttachError::BadSetting {
-                name: "bones",
-                reason: format!("bone entity {b:?} has no BonePose"),
-            });
-            continue;
-        }
-        let sim = &mut *sim;
-        // A new or changed attachment set re-pins the cloth (a refactorisation).
-        if sim.cloth.pins() != att.attachments.nodes()
-            && let Err(e) = sim.cloth.set_pins(att.attachments.nodes())
-        {
-            att.last_error = Some(e.into());
-            continue;
-        }
-        att.last_error = att.attachments.apply(&mut sim.cloth, &poses).err();
     }
+    if let Some(b) = missing {
+        att.last_error = Some(AttachError::BadSetting {
+            name: "bones",
+            reason: format!("bone entity {b:?} has no BonePose"),
+        });
+        return;
+    }
+    // A new or changed attachment set re-pins the cloth (a refactorisation).
+    if sim.cloth.pins() != att.attachments.nodes()
+        && let Err(e) = sim.cloth.set_pins(att.attachments.nodes())
+    {
+        att.last_error = Some(e.into());
+        return;
+    }
+    att.last_error = att.attachments.apply(&mut sim.cloth, poses).err();
 }
 
 /// Applies `config` to `cloth` where it differs (a different substep length refactors), with
@@ -1027,12 +1040,13 @@ pub fn plan_cloth_lod(
 
 /// S3: writes render positions, normals and (once) indices.
 pub fn write_render_meshes(mut cloths: Query<(&ClothSim, &mut ClothRenderMesh)>) {
-    for (sim, mut mesh) in &mut cloths {
-        let mesh = &mut *mesh;
+    let mut all: Vec<_> = cloths.iter_mut().collect();
+    all.par_iter_mut().for_each(|(sim, mesh)| {
+        let mesh = &mut **mesh;
         sim.cloth.write_render_positions(&mut mesh.positions);
         sim.cloth.write_render_normals(&mut mesh.normals);
         if mesh.indices.is_empty() {
             mesh.indices = sim.cloth.render_indices();
         }
-    }
+    });
 }
