@@ -854,6 +854,11 @@ impl SelfContact {
         }
     }
 
+    /// The nodes of the substep's pairs, four a pair (repeats included).
+    pub(crate) fn nodes(&self) -> impl Iterator<Item = u32> + '_ {
+        self.pairs.iter().flat_map(|p| p.nodes)
+    }
+
     /// Zeroes `node_force` at every node of the substep's pairs (before the sums are formed
     /// again).
     pub(crate) fn clear_forces(&self, node_force: &mut [DVec3]) {

@@ -1326,7 +1326,9 @@ pub(crate) struct ContactPass {
     pub(crate) self_contact: SelfContact,
     /// Self-contact pairs engaged at the last [`ContactPass::measure`].
     self_engaged: usize,
-    /// Forces saved by [`ContactPass::save_forces`]: per candidate, then the node sums.
+    /// Forces saved by [`ContactPass::save_forces`]: per candidate, then the node sums at the
+    /// candidates' and the self-contact pairs' nodes, in that order (every other node's sum is
+    /// zero throughout the substep).
     saved_force: Vec<DVec3>,
     saved_node_force: Vec<DVec3>,
     saved_limit_pushing: bool,
@@ -1684,15 +1686,17 @@ impl ContactPass {
         }
     }
 
-    /// Saves the contact forces (candidates', self-contact pairs' and their node sums), for an
-    /// iteration that may have to go back to them ([`ContactPass::restore_forces`]). Reuses
-    /// its buffers: allocates only while they grow.
+    /// Saves the contact forces (candidates', self-contact pairs' and their node sums, at the
+    /// nodes they touch), for an iteration that may have to go back to them
+    /// ([`ContactPass::restore_forces`]). Reuses its buffers: allocates only while they grow.
     pub fn save_forces(&mut self) {
         self.saved_force.clear();
         self.saved_force
             .extend(self.candidates.iter().map(|c| c.force));
         self.saved_node_force.clear();
-        self.saved_node_force.extend_from_slice(&self.node_force);
+        let nodes = (self.candidates.iter().map(|c| c.node)).chain(self.self_contact.nodes());
+        self.saved_node_force
+            .extend(nodes.map(|i| self.node_force[i as usize]));
         self.saved_limit_pushing = self.limit_pushing;
         self.self_contact.save_forces();
     }
@@ -1703,7 +1707,10 @@ impl ContactPass {
         for (c, &f) in self.candidates.iter_mut().zip(&self.saved_force) {
             c.force = f;
         }
-        self.node_force.copy_from_slice(&self.saved_node_force);
+        let nodes = (self.candidates.iter().map(|c| c.node)).chain(self.self_contact.nodes());
+        for (i, &f) in nodes.zip(&self.saved_node_force) {
+            self.node_force[i as usize] = f;
+        }
         self.limit_pushing = self.saved_limit_pushing;
         self.self_contact.restore_forces();
     }
