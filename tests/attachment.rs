@@ -333,8 +333,9 @@ fn drag_bounds_a_falling_sheet_and_damping_takes_energy() {
 
 /// The pin rule's exclusions: with the default one ring, every pinned node and every node
 /// sharing a render triangle with one is excluded from the bodies of the pins' bone (here
-/// colliders 7 and 9 on bone 0), and no other node or body is; two rings reach the next row of
-/// nodes too; zero rings exclude nothing.
+/// colliders 7 and 9 on bone 0, every one overlapping), and no other node or body is; two rings
+/// reach the next row of nodes too; zero rings exclude nothing; a body that does not hold a
+/// node where the pins put it is not left out for that node.
 #[test]
 fn pinned_nodes_and_their_ring_ignore_the_bodies_of_their_bones() {
     let cloth = common::hanging_cape(0.6, 0.6, 6);
@@ -348,8 +349,12 @@ fn pinned_nodes_and_their_ring_ignore_the_bodies_of_their_bones() {
                 ..AttachmentSettings::default()
             },
         );
-        a.body_exclusions(&cloth, |bone| if bone == 0 { vec![7, 9] } else { vec![] })
-            .unwrap()
+        a.body_exclusions(
+            &cloth,
+            |bone| if bone == 0 { vec![7, 9] } else { vec![] },
+            |_, _| true,
+        )
+        .unwrap()
     };
     let pins = cloth.pins();
     let tris = cloth.model().mesh().render_triangles();
@@ -371,6 +376,16 @@ fn pinned_nodes_and_their_ring_ignore_the_bodies_of_their_bones() {
     }
     assert!(at(2).len() > one.len());
     assert!(at(0).is_empty());
+    // Only the bodies that already hold a node where the pins put it are left out for it.
+    let some = common::bind_pins_to_one_bone(&cloth, bind, AttachmentSettings::default())
+        .body_exclusions(
+            &cloth,
+            |_| vec![7, 9],
+            |node, body| node == pins[0] && body == 9,
+        )
+        .unwrap();
+    assert_eq!(some.len(), 1);
+    assert!(some.excludes(pins[0], 9) && !some.excludes(pins[0], 7));
 }
 
 /// Rigid pins change nothing where the skin is already rigid: pins on one bone, carried by a

@@ -423,9 +423,10 @@ fn level_of_detail_shares_one_budget_by_distance() {
     assert_eq!(world.resource::<ClothLod>().scheduler.len(), 6);
 }
 
-/// The pin rule follows the colliders: a cape pinned to a bone that carries a capsule gets the
-/// pinned nodes and their ring excluded from that capsule (every excluded pair names it); once
-/// the bone's collider component is removed, the next tick recomputes them and none is left.
+/// The pin rule follows the colliders: a cape pinned to a bone whose capsule lies around the
+/// pinned row gets the pinned nodes and the ring nodes inside it excluded from that capsule
+/// (every excluded pair names it); once the bone's collider component is removed, the next
+/// tick recomputes them and none is left.
 #[test]
 fn pin_exclusions_follow_the_bones_colliders() {
     let (mut world, mut schedule) = world_and_schedule();
@@ -439,8 +440,9 @@ fn pin_exclusions_follow_the_bones_colliders() {
                     half_height: 0.2,
                     radius: 0.05,
                 },
+                // Along the pinned row, around it: the row sits inside (a collar capsule).
                 offset: Pose::new(
-                    DVec3::new(0.0, 0.0, -0.1),
+                    DVec3::ZERO,
                     DQuat::from_rotation_z(std::f64::consts::FRAC_PI_2),
                 ),
             },

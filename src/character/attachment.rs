@@ -35,7 +35,8 @@ pub struct AttachmentSettings {
     /// character instead of simulated across the gap. Default 1 m (60 m/s at 60 Hz).
     pub teleport_distance: f64,
     /// Rings of nodes around the attached ones that the bodies of their own bones do not push
-    /// ([`Attachments::body_exclusions`]; the ECS layer and the Bevy plugin apply it): a collar
+    /// where those bodies already hold them (inside the contact layer where the pins put them;
+    /// [`Attachments::body_exclusions`]; the ECS layer and the Bevy plugin apply it): a collar
     /// or neck capsule around the nodes pinned to that bone would push them against their
     /// pins and stretch the row beside them. Each ring is the nodes sharing a render triangle
     /// with the last (the attached nodes' neighbours at 1). 0 turns it off. Default 1.
@@ -44,8 +45,9 @@ pub struct AttachmentSettings {
     /// The pins move as one rigid piece: each frame the row turns by the blend of its bones'
     /// rotations since bind (weighted by their share of the pins; normalised) about the skinned
     /// targets' centroid, so that bones blending differently along a pinned row (a collar on
-    /// the neck and both shoulders) turn and move it without stretching or squeezing it. For a collar or a
-    /// banner's pole, not for a waistband that should follow a twisting pelvis and thighs.
+    /// the neck and both shoulders) turn and move it without stretching or squeezing it. For a
+    /// collar or a banner's pole, not for a waistband that should follow a twisting pelvis
+    /// and thighs.
     /// Default false.
     #[serde(default)]
     pub rigid_pins: bool,
@@ -386,12 +388,16 @@ impl Attachments {
     /// Which bodies do not push which nodes: the attached nodes and
     /// [`AttachmentSettings::unpushed_rings`] rings of nodes around them, each against the
     /// bodies of the bones that hold the attached nodes it is near (`bodies_of(bone)`: the
-    /// colliders carried by bone `bone`). For [`Cloth::set_body_exclusions`]. Allocates: call it
-    /// when the bodies or the pins change, not every frame.
+    /// colliders carried by bone `bone`) **that already hold it** where the pins put it
+    /// (`overlaps(node, collider)`: the node inside the body's contact layer now). A body the
+    /// pinned row sits clear of still pushes it when it comes (a leaning chest): that is
+    /// contact, not a fight with the pins. For [`Cloth::set_body_exclusions`]. Allocates: call
+    /// it when the bodies or the pins change, not every frame.
     pub fn body_exclusions(
         &self,
         cloth: &Cloth,
         mut bodies_of: impl FnMut(u32) -> Vec<crate::collision::ColliderId>,
+        mut overlaps: impl FnMut(u32, crate::collision::ColliderId) -> bool,
     ) -> Result<crate::collision::BodyExclusions, ClothError> {
         let n = cloth.positions().len();
         let rings = self.settings.unpushed_rings;
@@ -462,7 +468,11 @@ impl Attachments {
         for (node, list) in bones.iter().enumerate() {
             for &b in list {
                 let bodies = per_bone[b as usize].get_or_insert_with(|| bodies_of(b));
-                pairs.extend(bodies.iter().map(|&c| (node as u32, c)));
+                for &c in bodies.iter() {
+                    if overlaps(node as u32, c) {
+                        pairs.push((node as u32, c));
+                    }
+                }
             }
         }
         crate::collision::BodyExclusions::new(n, pairs)

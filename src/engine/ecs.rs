@@ -569,8 +569,9 @@ pub fn gather_colliders(
 }
 
 /// S1 (after the attachments): the nodes each cloth's pins hold, and the rings around them,
-/// are not pushed by the bodies of the bones that hold them
-/// ([`crate::AttachmentSettings::unpushed_rings`], [`Attachments::body_exclusions`]). Computed
+/// are not pushed by the bodies of the bones that hold them where those bodies already hold
+/// them (the node inside the body's contact layer when computed;
+/// [`crate::AttachmentSettings::unpushed_rings`], [`Attachments::body_exclusions`]). Computed
 /// again only when the collider set's membership or the pins change.
 pub fn exclude_pin_bodies(
     mut cloths: Query<(Entity, &mut ClothSim, &ClothAttachments)>,
@@ -611,13 +612,26 @@ pub fn update_pin_exclusions(
     if keys.get(&entity) == Some(&key) || sim.cloth.pins() != attachments.nodes() {
         return;
     }
-    let exclusions = attachments.body_exclusions(&sim.cloth, |bone| {
-        bones
-            .get(bone as usize)
-            .and_then(|&e| colliders.collider_of(e))
-            .into_iter()
-            .collect()
-    });
+    let (x, thickness) = (
+        sim.cloth.positions(),
+        sim.cloth.contact_settings().thickness,
+    );
+    let exclusions = attachments.body_exclusions(
+        &sim.cloth,
+        |bone| {
+            bones
+                .get(bone as usize)
+                .and_then(|&e| colliders.collider_of(e))
+                .into_iter()
+                .collect()
+        },
+        |node, id| {
+            colliders
+                .set
+                .signed_distance(id, x[node as usize])
+                .is_some_and(|d| d < thickness)
+        },
+    );
     match exclusions.and_then(|x| sim.cloth.set_body_exclusions(x)) {
         Ok(()) => {
             keys.insert(entity, key);

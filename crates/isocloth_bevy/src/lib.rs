@@ -1363,8 +1363,9 @@ pub fn gather_colliders(
 }
 
 /// S1 (after the pins): the nodes a cloth's pins hold, and the rings around them, are not
-/// pushed by the colliders of the bone entities that hold them
-/// ([`isocloth::AttachmentSettings::unpushed_rings`], default one ring): a neck or collar
+/// pushed by the colliders of the bone entities that hold them where those colliders already
+/// hold them (the node inside the contact layer;
+/// [`isocloth::AttachmentSettings::unpushed_rings`], default one ring): a neck or collar
 /// capsule around the pinned row would push it against its pins. Computed again only when the
 /// collider set's membership or the pins change.
 pub fn exclude_pin_bodies(
