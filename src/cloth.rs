@@ -27,6 +27,7 @@ use crate::mesh::ClothMesh;
 use crate::model::{ClothModel, SolverSettings, precision_for};
 pub use crate::pipeline::ClothState;
 use crate::pipeline::{SubstepInputs, substep};
+use crate::layers::{ClothSurface, LayerFrame, Partners};
 use crate::self_contact::{RawPair, SelfCollisionSettings};
 use crate::workspace::{Workspace, with_thread_workspace};
 
@@ -686,6 +687,43 @@ impl Cloth {
         colliders: &ColliderSet,
         ws: &mut Workspace,
     ) -> Result<StepReport, ClothError> {
+        self.step_inner(dt, colliders, None, ws)
+    }
+
+    /// [`Cloth::step_in`] among other cloths (layers, stage 2 of [`crate::layers`]): the
+    /// cloth keeps `partners.settings.thickness` from the partners' surfaces, each moving
+    /// straight from its start to its end over the frame, and does not cross their paths; they
+    /// are not moved. A cloth asleep wakes when a partner near it moves.
+    pub fn step_among(
+        &mut self,
+        dt: f64,
+        colliders: &ColliderSet,
+        partners: Partners<'_>,
+        ws: &mut Workspace,
+    ) -> Result<StepReport, ClothError> {
+        let partners = partners.any().then_some(partners);
+        if let Some(p) = &partners
+            && self.sleep.asleep
+            && p.iter().any(|s| s.moving(self.limits.sleep.speed))
+        {
+            self.wake();
+        }
+        self.step_inner(dt, colliders, partners, ws)
+    }
+
+    /// This cloth's surface for its layers' partners (stage 1 of [`crate::layers`]): its
+    /// model, positions and velocities copied into `surface` (its memory reused).
+    pub fn surface(&self, surface: &mut ClothSurface) {
+        surface.capture(&self.model, &self.state.positions, &self.state.velocities);
+    }
+
+    fn step_inner(
+        &mut self,
+        dt: f64,
+        colliders: &ColliderSet,
+        partners: Option<Partners<'_>>,
+        ws: &mut Workspace,
+    ) -> Result<StepReport, ClothError> {
         if !(dt.is_finite() && dt >= 0.0) {
             return Err(ClothError::InvalidSetting {
                 name: "dt",
@@ -730,7 +768,7 @@ impl Cloth {
             &mut self.limit_forces,
             bodies,
             self.limits.any(),
-            self.self_collision.enabled,
+            self.self_collision.enabled || partners.is_some(),
             &mut self.self_forces,
         );
         // Keep the positions to go back to if a non-finite value appears (reusing the buffer):
@@ -742,7 +780,11 @@ impl Cloth {
                 ws.x_new[p as usize] = self.pin_start[i].lerp(self.pin_target[i], s);
             }
             let s0 = (k - 1) as f64 / run as f64;
-            self.substep_with_pins_in_x_new(ws, colliders, s0, s);
+            let layers = partners.map(|partners| LayerFrame {
+                partners,
+                span: (s0, s),
+            });
+            self.substep_with_pins_in_x_new(ws, colliders, s0, s, layers);
         }
         self.touching.assign(ws.contact_pass.touching());
         ws.contact_pass.store(
@@ -843,7 +885,7 @@ impl Cloth {
             for (i, &p) in self.model.pins.iter().enumerate() {
                 ws.x_new[p as usize] = self.pin_target[i];
             }
-            self.substep_with_pins_in_x_new(ws, &ColliderSet::EMPTY, 0.0, 1.0);
+            self.substep_with_pins_in_x_new(ws, &ColliderSet::EMPTY, 0.0, 1.0, None);
             self.touching.assign(ws.contact_pass.touching());
             ws.contact_pass.store(
                 &mut self.contact_forces,
@@ -863,8 +905,10 @@ impl Cloth {
         colliders: &ColliderSet,
         s0: f64,
         s1: f64,
+        layers: Option<LayerFrame<'_>>,
     ) {
         let inputs = SubstepInputs {
+            layers,
             model: &self.model,
             settings: &self.settings,
             aero: &self.aero,

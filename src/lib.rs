@@ -57,14 +57,14 @@ pub mod mesh;
 
 pub use character::{attachment, rig};
 pub(crate) use contact::bounds;
-pub use contact::{collision, limits, self_contact};
+pub use contact::{collision, layers, limits, self_contact};
 #[doc(hidden)]
 pub use dynamics::stages;
 pub use dynamics::{aero, energy, equilibrium, integrator, measures, model, workspace};
 pub(crate) use dynamics::{anderson, factor, lanes, pipeline, solver, sparse};
 #[cfg(feature = "ecs")]
 pub use engine::{ecs, scenario};
-pub use engine::{lod, tuning, worker};
+pub use engine::{layering, lod, tuning, worker};
 pub use mesh::obj;
 
 pub use aero::Aerodynamics;
@@ -79,6 +79,8 @@ pub use equilibrium::RelaxReport;
 pub use error::{ClothError, MeshError, ObjError, PolygonError, RonError};
 pub use glam;
 pub use integrator::Integrator;
+pub use layering::ClothLayers;
+pub use layers::{ClothSurface, LayerError, LayerSettings, Partners};
 pub use limits::{LimitSettings, SleepSettings};
 pub use lod::{ClothBudget, LodId, LodScheduler, Rung};
 pub use measures::Measures;

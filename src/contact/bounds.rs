@@ -9,6 +9,13 @@ pub(crate) struct Aabb {
     pub max: DVec3,
 }
 
+impl Default for Aabb {
+    /// [`Aabb::EMPTY`].
+    fn default() -> Self {
+        Self::EMPTY
+    }
+}
+
 impl Aabb {
     /// The box of no point: growing it by a point gives that point's box.
     pub const EMPTY: Aabb = Aabb {

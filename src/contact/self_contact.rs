@@ -230,6 +230,148 @@ impl SelfTopology {
     }
 }
 
+impl SelfTopology {
+    /// Calls `f(t, u)` for every triangle `t` of `self` and `u` of `other` whose boxes meet,
+    /// by the two hierarchies (refitted into `boxes` and `other_boxes`) against each other;
+    /// `stack` is working memory.
+    fn overlapping_between(
+        &self,
+        boxes: &[Aabb],
+        other: &SelfTopology,
+        other_boxes: &[Aabb],
+        stack: &mut Vec<(u32, u32)>,
+        mut f: impl FnMut(u32, u32),
+    ) {
+        let (ba, bb) = (&self.bvh, &other.bvh);
+        stack.clear();
+        if !ba.is_empty() && !bb.is_empty() {
+            stack.push((0, 0));
+        }
+        while let Some((a, b)) = stack.pop() {
+            let (box_a, box_b) = (&boxes[a as usize], &other_boxes[b as usize]);
+            if !box_a.overlaps(box_b) {
+                continue;
+            }
+            let (na, nb) = (ba[a as usize], bb[b as usize]);
+            let split_a = match (na.left == NONE, nb.left == NONE) {
+                (true, true) => {
+                    f(na.right, nb.right);
+                    continue;
+                }
+                (false, true) => true,
+                (true, false) => false,
+                (false, false) => {
+                    (box_a.max - box_a.min).length_squared()
+                        >= (box_b.max - box_b.min).length_squared()
+                }
+            };
+            if split_a {
+                stack.push((na.left, b));
+                stack.push((na.right, b));
+            } else {
+                stack.push((a, nb.left));
+                stack.push((a, nb.right));
+            }
+        }
+    }
+}
+
+/// Offsets of a second mesh's nodes, triangles and edges after a first's, in a numbering of
+/// both (a pair's nodes, and the keys of [`RawPair`], count on from the first's).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Offsets {
+    pub nodes: u32,
+    pub triangles: u32,
+    pub edges: u32,
+}
+
+/// The feature pairs between mesh `a` and mesh `b` (numbered after `a` by `off`) whose swept
+/// boxes meet, each once, with their nodes: `a`'s nodes against `b`'s triangles, `b`'s nodes
+/// against `a`'s triangles, and `a`'s edges against `b`'s, by the two meshes' ownership.
+pub(crate) fn pairs_between(
+    a: (&SelfTopology, &SweptBoxes),
+    b: (&SelfTopology, &SweptBoxes),
+    off: Offsets,
+    stack: &mut Vec<(u32, u32)>,
+    out: &mut Vec<(RawPair, [u32; 4])>,
+) {
+    let ((ta, ba), (tb, bb)) = (a, b);
+    ta.overlapping_between(&ba.bvh, tb, &bb.bvh, stack, |t, u| {
+        let (tri_a, tri_b) = (ta.triangles[t as usize], tb.triangles[u as usize]);
+        for &v in &ta.own_nodes[t as usize] {
+            if v != NONE && ba.nodes[v as usize].overlaps(&bb.triangles[u as usize]) {
+                let nodes = [v, tri_b[0] + off.nodes, tri_b[1] + off.nodes, tri_b[2] + off.nodes];
+                out.push(((false, v, u + off.triangles), nodes));
+            }
+        }
+        for &v in &tb.own_nodes[u as usize] {
+            if v != NONE && bb.nodes[v as usize].overlaps(&ba.triangles[t as usize]) {
+                let nodes = [v + off.nodes, tri_a[0], tri_a[1], tri_a[2]];
+                out.push(((false, v + off.nodes, t), nodes));
+            }
+        }
+        for &e in &ta.own_edges[t as usize] {
+            if e == NONE {
+                continue;
+            }
+            for &f in &tb.own_edges[u as usize] {
+                if f != NONE && ba.edges[e as usize].overlaps(&bb.edges[f as usize]) {
+                    let (ea, fb) = (ta.edges[e as usize], tb.edges[f as usize]);
+                    let nodes = [ea[0], ea[1], fb[0] + off.nodes, fb[1] + off.nodes];
+                    out.push(((true, e, f + off.edges), nodes));
+                }
+            }
+        }
+    });
+}
+
+/// Sends the free nodes (`fixed` false) of every pair of `pairs` whose features cross while
+/// the nodes move from `x_start` to `x` back along their paths (to half the crossing's time,
+/// or their start when it came early), until none crosses; after `MAX_ROUNDS` rounds, every
+/// free node of every pair goes back to its start. Returns how many nodes were sent back.
+pub(crate) fn rewind_crossings(
+    pairs: &[(bool, [u32; 4])],
+    x_start: &[DVec3],
+    x: &mut [DVec3],
+    fixed: &[bool],
+) -> usize {
+    let mut sent = 0;
+    let mut changed = true;
+    let mut round = 0;
+    while changed {
+        changed = false;
+        round += 1;
+        for &(ee, nodes) in pairs {
+            let p0 = nodes.map(|k| x_start[k as usize]);
+            let p1 = nodes.map(|k| x[k as usize]);
+            let Some(t) = crossing_time(ee, p0, p1, CCD_EPS) else {
+                continue;
+            };
+            let s = if t > REWIND_MIN { 0.5 * t } else { 0.0 };
+            for &k in &nodes {
+                let k = k as usize;
+                if !fixed[k] && x[k] != x_start[k] {
+                    x[k] = x_start[k] + s * (x[k] - x_start[k]);
+                    changed = true;
+                    sent += 1;
+                }
+            }
+        }
+        if changed && round >= MAX_ROUNDS {
+            for &(_, nodes) in pairs {
+                for k in nodes {
+                    let k = k as usize;
+                    if !fixed[k] {
+                        x[k] = x_start[k];
+                    }
+                }
+            }
+            break;
+        }
+    }
+    sent
+}
+
 /// Appends the hierarchy over `tris` to `out` (its root first) and returns the root's index.
 fn build_bvh(tris: &mut [u32], centroids: &[DVec3], out: &mut Vec<BvhNode>) -> u32 {
     let at = out.len() as u32;
@@ -356,7 +498,7 @@ fn closest_between_segments(p1: DVec3, q1: DVec3, p2: DVec3, q2: DVec3) -> (f64,
 /// tells the sides apart (triangle normal, or the edges' cross product), with whether the closest
 /// points lie strictly inside both features (only then does the side decide the sign of the
 /// distance).
-fn features(edge_edge: bool, p: [DVec3; 4]) -> ([f64; 4], DVec3, DVec3, bool) {
+pub(crate) fn features(edge_edge: bool, p: [DVec3; 4]) -> ([f64; 4], DVec3, DVec3, bool) {
     if edge_edge {
         let (s, t) = closest_between_segments(p[0], p[1], p[2], p[3]);
         let coef = [1.0 - s, s, -(1.0 - t), -t];
@@ -436,7 +578,7 @@ fn box_gap(edge_edge: bool, p: [DVec3; 4]) -> f64 {
 /// Earliest time in `[0, 1]` at which the features of a pair moving linearly from `p0` to `p1`
 /// come within `eps` of each other at a moment when their four points are coplanar (the
 /// continuous collision test of Bridson et al.: a crossing happens only then), or `None`.
-fn crossing_time(edge_edge: bool, p0: [DVec3; 4], p1: [DVec3; 4], eps: f64) -> Option<f64> {
+pub(crate) fn crossing_time(edge_edge: bool, p0: [DVec3; 4], p1: [DVec3; 4], eps: f64) -> Option<f64> {
     let reach = 2.0 * relative_motion(p0, p1) + eps;
     if box_gap(edge_edge, p0) > reach || distance(edge_edge, p0) > reach {
         return None;
@@ -523,8 +665,9 @@ fn crossing_time(edge_edge: bool, p0: [DVec3; 4], p1: [DVec3; 4], eps: f64) -> O
 pub(crate) struct SelfFrame<'a> {
     /// The render mesh's triangles and edges.
     pub topology: &'a SelfTopology,
-    /// [`SelfCollisionSettings::thickness`].
-    pub thickness: f64,
+    /// [`SelfCollisionSettings::thickness`] when the cloth collides with itself (`None`: only
+    /// with its layers' partners).
+    pub thickness: Option<f64>,
     /// The rest shape (pairs within the thickness there are left out).
     pub rest: &'a [DVec3],
     /// Which nodes the game holds.
@@ -536,7 +679,7 @@ pub(crate) struct SelfFrame<'a> {
 
 /// One feature pair of a substep with its force.
 #[derive(Debug, Clone, Copy)]
-struct Pair {
+pub(crate) struct Pair {
     /// The features (see [`RawPair`]): the key of its warm start.
     key: RawPair,
     /// Point-triangle: the point, then the triangle's three nodes. Edge-edge: the first edge's
@@ -545,8 +688,18 @@ struct Pair {
     edge_edge: bool,
     /// The side the pair began the substep on (see [`side_of`]).
     side: f64,
+    /// The distance the pair keeps (the self-collision or the layers' thickness).
+    thickness: f64,
+    /// Coulomb friction coefficient (0: frictionless, as self-collision is).
+    friction: f64,
+    /// The four nodes' positions at the substep's start (for the slip).
+    start: [DVec3; 4],
+    /// Friction force (newtons, tangential, within `friction * force`).
+    tangent: DVec3,
+    /// At the current iterate: the features' relative tangential motion since the start.
+    slip: DVec3,
     /// Force pushing the two sides apart (newtons, `>= 0`).
-    force: f64,
+    pub(crate) force: f64,
     /// At the current iterate: gap (distance less the thickness), normal, weights.
     gap: f64,
     normal: DVec3,
@@ -569,14 +722,11 @@ pub(crate) struct SelfContact {
     /// Whether this substep collides the cloth with itself.
     pub(crate) enabled: bool,
     thickness: f64,
-    pairs: Vec<Pair>,
+    pub(crate) pairs: Vec<Pair>,
     raw: Vec<RawPair>,
-    node_boxes: Vec<Aabb>,
-    tri_boxes: Vec<Aabb>,
-    /// Per hierarchy node, its refitted box.
-    bvh_boxes: Vec<Aabb>,
-    edge_boxes: Vec<Aabb>,
-    stack: Vec<(u32, u32)>,
+    /// The cloth's swept boxes for its pairs against itself.
+    boxes: SweptBoxes,
+    pub(crate) stack: Vec<(u32, u32)>,
     /// The forces of the pairs that pushed at the end of the last substep, sorted by their
     /// features: the next substep's warm start (the cloth's, swapped in by `load`).
     pub(crate) warm: Vec<(RawPair, f64)>,
@@ -585,23 +735,91 @@ pub(crate) struct SelfContact {
     /// Pairs that pushed or were pushed apart, and nodes sent back, in the last pass.
     pub(crate) impacts: usize,
     /// The pairs' forces saved by [`SelfContact::save_forces`].
-    saved: Vec<f64>,
+    saved: Vec<(f64, DVec3)>,
+    /// Whether this substep collides the cloth with other cloths ([`crate::layers`]).
+    pub(crate) layered: bool,
+    /// The other cloths' nodes at the substep's start and end, one partner after another:
+    /// a pair's node index from the cloth's node count on is one of them.
+    pub(crate) ext_start: Vec<DVec3>,
+    pub(crate) ext_end: Vec<DVec3>,
+    /// The layers' pairs the broad phase found, with their nodes (for the last pass).
+    pub(crate) layer_raw: Vec<(RawPair, [u32; 4])>,
+    /// The layers' broad phase: the cloth's swept boxes (nodes, triangles, edges, hierarchy)
+    /// and a partner's.
+    pub(crate) own_boxes: SweptBoxes,
+    pub(crate) ext_boxes: SweptBoxes,
+    /// The last pass's pairs with their nodes, and the positions (the cloth's, then the
+    /// partners') and fixed nodes it checks.
+    pub(crate) resolved: Vec<(bool, [u32; 4])>,
+    pub(crate) joined_start: Vec<DVec3>,
+    pub(crate) joined: Vec<DVec3>,
+    pub(crate) joined_fixed: Vec<bool>,
+}
+
+/// Swept boxes of a mesh's nodes, triangles and edges, and its hierarchy refitted to them.
+#[derive(Debug, Default)]
+pub(crate) struct SweptBoxes {
+    nodes: Vec<Aabb>,
+    triangles: Vec<Aabb>,
+    edges: Vec<Aabb>,
+    bvh: Vec<Aabb>,
+}
+
+impl SweptBoxes {
+    /// The boxes of `topo`'s features moving from `x0` to `x1`, grown by `margin`.
+    pub(crate) fn fill(&mut self, topo: &SelfTopology, x0: &[DVec3], x1: &[DVec3], margin: f64) {
+        let swept = |nodes: &[u32]| {
+            let mut b = Aabb::EMPTY;
+            for &k in nodes {
+                b.grow(x0[k as usize]);
+                b.grow(x1[k as usize]);
+            }
+            b.inflate(margin)
+        };
+        self.nodes.clear();
+        self.nodes.extend((0..x0.len() as u32).map(|i| swept(&[i])));
+        self.edges.clear();
+        self.edges.extend(topo.edges.iter().map(|e| swept(e)));
+        self.triangles.clear();
+        self.triangles
+            .extend(topo.triangles.iter().map(|t| swept(t)));
+        topo.refit(&self.triangles, &mut self.bvh);
+    }
+
+    /// Whether every node of `x` lies inside its box (shrunk by the continuous check's
+    /// tolerance): then every pair of features whose paths' boxes meet was found with them.
+    pub(crate) fn hold(&self, x: &[DVec3]) -> bool {
+        self.nodes.len() == x.len()
+            && self
+                .nodes
+                .iter()
+                .zip(x)
+                .all(|(b, p)| b.inflate(-CCD_EPS).contains(*p))
+    }
+}
+
+/// Position of node `k` of a pair: the cloth's own (`x`) or, past its node count, a partner's
+/// (`ext`, see [`crate::layers`]).
+#[inline]
+pub(crate) fn node_at(x: &[DVec3], ext: &[DVec3], k: u32) -> DVec3 {
+    let k = k as usize;
+    if k < x.len() { x[k] } else { ext[k - x.len()] }
 }
 
 /// How far beyond its predicted path a node may wander during the iterations and still meet
 /// its pairs, as a multiple of the thickness.
-const SLACK_THICKNESSES: f64 = 1.0;
+pub(crate) const SLACK_THICKNESSES: f64 = 1.0;
 
 /// Distance at which the last pass's continuous check calls two features touching (metres).
-const CCD_EPS: f64 = 1e-7;
+pub(crate) const CCD_EPS: f64 = 1e-7;
 
 /// Most rounds of the last pass's check before every node of a crossing pair's neighbourhood
 /// goes back (each round sends back at least one node).
-const MAX_ROUNDS: usize = 64;
+pub(crate) const MAX_ROUNDS: usize = 64;
 
 /// A crossing found before this fraction of the substep sends its nodes back to their start
 /// (later ones, to half its time).
-const REWIND_MIN: f64 = 0.1;
+pub(crate) const REWIND_MIN: f64 = 0.1;
 
 impl SelfContact {
     fn nodes_of(&self, topo: &SelfTopology, raw: RawPair) -> [u32; 4] {
@@ -619,46 +837,27 @@ impl SelfContact {
     /// hierarchy refitted to them, and every pair of features whose boxes meet and that share
     /// no node into `raw`, each once (see [`SelfTopology`]).
     fn broad_phase(&mut self, topo: &SelfTopology, x0: &[DVec3], x1: &[DVec3], margin: f64) {
-        let swept = |nodes: &[u32]| {
-            let mut b = Aabb::EMPTY;
-            for &k in nodes {
-                b.grow(x0[k as usize]);
-                b.grow(x1[k as usize]);
-            }
-            b.inflate(margin)
-        };
-        self.node_boxes.clear();
-        self.node_boxes
-            .extend((0..x0.len() as u32).map(|i| swept(&[i])));
-        self.edge_boxes.clear();
-        self.edge_boxes.extend(topo.edges.iter().map(|e| swept(e)));
-        self.tri_boxes.clear();
-        self.tri_boxes
-            .extend(topo.triangles.iter().map(|t| swept(t)));
-        topo.refit(&self.tri_boxes, &mut self.bvh_boxes);
+        self.boxes.fill(topo, x0, x1, margin);
         self.raw.clear();
-        let (mut stack, bvh_boxes) = (
-            std::mem::take(&mut self.stack),
-            std::mem::take(&mut self.bvh_boxes),
-        );
-        topo.overlapping_triangles(&bvh_boxes, &mut stack, |t, u| {
-            self.triangle_pair(topo, t, u)
+        let (mut stack, boxes) = (std::mem::take(&mut self.stack), std::mem::take(&mut self.boxes));
+        topo.overlapping_triangles(&boxes.bvh, &mut stack, |t, u| {
+            Self::triangle_pair(&mut self.raw, &boxes, topo, t, u)
         });
-        (self.stack, self.bvh_boxes) = (stack, bvh_boxes);
+        (self.stack, self.boxes) = (stack, boxes);
     }
 
     /// The feature pairs of two triangles whose boxes meet: each node either owns against the
     /// other triangle, each edge either owns against each edge the other owns (features that
     /// share a node left out), where their own boxes meet.
-    fn triangle_pair(&mut self, topo: &SelfTopology, t: u32, u: u32) {
+    fn triangle_pair(raw: &mut Vec<RawPair>, boxes: &SweptBoxes, topo: &SelfTopology, t: u32, u: u32) {
         for (a, b) in [(t, u), (u, t)] {
             let tri = topo.triangles[b as usize];
             for &v in &topo.own_nodes[a as usize] {
                 if v != NONE
                     && !tri.contains(&v)
-                    && self.node_boxes[v as usize].overlaps(&self.tri_boxes[b as usize])
+                    && boxes.nodes[v as usize].overlaps(&boxes.triangles[b as usize])
                 {
-                    self.raw.push((false, v, b));
+                    raw.push((false, v, b));
                 }
             }
         }
@@ -675,8 +874,8 @@ impl SelfContact {
                 if ea.contains(&fb[0]) || ea.contains(&fb[1]) {
                     continue;
                 }
-                if self.edge_boxes[e as usize].overlaps(&self.edge_boxes[f as usize]) {
-                    self.raw.push((true, e.min(f), e.max(f)));
+                if boxes.edges[e as usize].overlaps(&boxes.edges[f as usize]) {
+                    raw.push((true, e.min(f), e.max(f)));
                 }
             }
         }
@@ -685,6 +884,7 @@ impl SelfContact {
     /// No self-collision this substep.
     pub(crate) fn reset(&mut self) {
         self.enabled = false;
+        self.layered = false;
         self.warm.clear();
         self.pairs.clear();
         self.impacts = 0;
@@ -692,7 +892,8 @@ impl SelfContact {
 
     /// Broad phase for a substep: the pairs of features that may come within the thickness
     /// while the nodes move from `x_start` toward `frame.targets`, or whose paths cross, each
-    /// with the side it begins on.
+    /// with the side it begins on: the cloth's against itself (with a thickness; the pairs
+    /// against its layers' partners are `crate::layers`' to add after).
     pub(crate) fn prepare(&mut self, frame: &SelfFrame<'_>, x_start: &[DVec3]) {
         let SelfFrame {
             topology: topo,
@@ -701,58 +902,83 @@ impl SelfContact {
             pinned,
             targets: x_pred,
         } = *frame;
-        self.enabled = true;
-        self.thickness = thickness;
+        self.enabled = thickness.is_some();
+        self.layered = false;
         self.pairs.clear();
         self.impacts = 0;
         self.w_max = 0.0;
-        let reach = thickness * (1.0 + SLACK_THICKNESSES);
-        self.broad_phase(topo, x_start, x_pred, 0.5 * reach);
-        let raw = std::mem::take(&mut self.raw);
-        for &r in &raw {
-            let nodes = self.nodes_of(topo, r);
-            let ee = r.0;
-            if nodes.iter().all(|&k| pinned[k as usize]) {
-                continue;
+        if let Some(thickness) = thickness {
+            self.thickness = thickness;
+            let reach = thickness * (1.0 + SLACK_THICKNESSES);
+            self.broad_phase(topo, x_start, x_pred, 0.5 * reach);
+            let raw = std::mem::take(&mut self.raw);
+            for &r in &raw {
+                let nodes = self.nodes_of(topo, r);
+                if nodes.iter().all(|&k| pinned[k as usize]) {
+                    continue;
+                }
+                let at = |x: &[DVec3]| -> [DVec3; 4] { nodes.map(|k| x[k as usize]) };
+                if self.admit(r, nodes, at(x_start), at(x_pred), thickness, 0.0)
+                    && distance(r.0, at(rest)) < thickness
+                {
+                    self.pairs.pop(); // within the thickness in the rest shape
+                }
             }
-            let at = |x: &[DVec3]| -> [DVec3; 4] { nodes.map(|k| x[k as usize]) };
-            let (p0, p1) = (at(x_start), at(x_pred));
-            // Over the path the distance stays within twice the relative motion of its end.
-            let far = reach + 2.0 * relative_motion(p0, p1) + CCD_EPS;
-            if box_gap(ee, p1) >= far {
-                continue;
-            }
-            let d1 = distance(ee, p1);
-            if d1 >= far {
-                continue;
-            }
-            let near = d1 < reach || distance(ee, p0) < reach;
-            if !near && crossing_time(ee, p0, p1, CCD_EPS).is_none() {
-                continue;
-            }
-            if distance(ee, at(rest)) < thickness {
-                continue;
-            }
-            let force = match self.warm.binary_search_by(|w| w.0.cmp(&r)) {
-                Ok(k) => self.warm[k].1,
-                _ => 0.0,
-            };
-            self.pairs.push(Pair {
-                key: r,
-                nodes,
-                edge_edge: ee,
-                side: side_of(ee, p0),
-                force,
-                gap: f64::INFINITY,
-                normal: DVec3::ZERO,
-                coef: [0.0; 4],
-                engaged: false,
-                w: [0.0; 4],
-                prev_gap: f64::NAN,
-                overshoot: 0.0,
-            });
+            self.raw = raw;
         }
-        self.raw = raw;
+    }
+
+    /// Keeps the pair `r` (nodes `nodes`, moving from `p0` to `p1`) for the substep when its
+    /// features may come within `thickness` (with the iterations' slack) or their paths cross;
+    /// it starts from its last force (the warm start). Returns whether it was kept.
+    pub(crate) fn admit(
+        &mut self,
+        r: RawPair,
+        nodes: [u32; 4],
+        p0: [DVec3; 4],
+        p1: [DVec3; 4],
+        thickness: f64,
+        friction: f64,
+    ) -> bool {
+        let ee = r.0;
+        let reach = thickness * (1.0 + SLACK_THICKNESSES);
+        // Over the path the distance stays within twice the relative motion of its end.
+        let far = reach + 2.0 * relative_motion(p0, p1) + CCD_EPS;
+        if box_gap(ee, p1) >= far {
+            return false;
+        }
+        let d1 = distance(ee, p1);
+        if d1 >= far {
+            return false;
+        }
+        let near = d1 < reach || distance(ee, p0) < reach;
+        if !near && crossing_time(ee, p0, p1, CCD_EPS).is_none() {
+            return false;
+        }
+        let force = match self.warm.binary_search_by(|w| w.0.cmp(&r)) {
+            Ok(k) => self.warm[k].1,
+            _ => 0.0,
+        };
+        self.pairs.push(Pair {
+            key: r,
+            nodes,
+            edge_edge: ee,
+            side: side_of(ee, p0),
+            thickness,
+            friction,
+            start: p0,
+            tangent: DVec3::ZERO,
+            slip: DVec3::ZERO,
+            force,
+            gap: f64::INFINITY,
+            normal: DVec3::ZERO,
+            coef: [0.0; 4],
+            engaged: false,
+            w: [0.0; 4],
+            prev_gap: f64::NAN,
+            overshoot: 0.0,
+        });
+        true
     }
 
     /// Whether the substep has pairs to iterate on.
@@ -765,11 +991,15 @@ impl SelfContact {
     pub(crate) fn measure(&mut self, x: &[DVec3]) -> usize {
         let mut engaged = 0;
         for p in &mut self.pairs {
-            let pos = p.nodes.map(|k| x[k as usize]);
+            let pos = p.nodes.map(|k| node_at(x, &self.ext_end, k));
             let (dist, n, coef) = signed_geometry(p.edge_edge, p.side, pos);
-            p.gap = dist - self.thickness;
+            p.gap = dist - p.thickness;
             p.normal = n;
             p.coef = coef;
+            if p.friction > 0.0 {
+                let rel: DVec3 = (0..4).map(|k| coef[k] * (pos[k] - p.start[k])).sum();
+                p.slip = rel - rel.dot(n) * n;
+            }
             p.engaged = p.force > 0.0 || p.gap < 0.0;
             engaged += p.engaged as usize;
         }
@@ -781,7 +1011,9 @@ impl SelfContact {
     pub(crate) fn response_rhs(&self, rhs: &mut [DVec3]) {
         for p in self.pairs.iter().filter(|p| p.engaged) {
             for &k in &p.nodes {
-                rhs[k as usize] = DVec3::X;
+                if let Some(r) = rhs.get_mut(k as usize) {
+                    *r = DVec3::X; // (a partner's node is not the cloth's)
+                }
             }
         }
     }
@@ -793,10 +1025,10 @@ impl SelfContact {
         for p in &mut self.pairs {
             for k in 0..4 {
                 let i = p.nodes[k] as usize;
-                p.w[k] = if p.engaged {
+                p.w[k] = if p.engaged && i < compliance.len() {
                     compliance[i].max(u[i].x)
                 } else {
-                    0.0
+                    0.0 // not engaged, or a partner's node (fixed)
                 };
                 self.w_max = self.w_max.max(p.w[k]);
             }
@@ -817,10 +1049,10 @@ impl SelfContact {
                     let i = p.nodes[k] as usize;
                     let wk = if p.w[k] > 0.0 {
                         p.w[k]
-                    } else if compliance[i] > 0.0 {
+                    } else if compliance.get(i).is_some_and(|&c| c > 0.0) {
                         compliance[i].max(w_max)
                     } else {
-                        0.0 // pinned
+                        0.0 // pinned, or a partner's node
                     };
                     w += p.coef[k].abs() * wk;
                 }
@@ -831,11 +1063,23 @@ impl SelfContact {
                 let w = w.max(p.overshoot);
                 if w > 0.0 {
                     p.force = (p.force - p.gap / w).max(0.0);
+                    if p.friction > 0.0 {
+                        // Coulomb friction as body contact has it: the tangential force
+                        // corrected by what would cancel the slip, kept inside the cone.
+                        let t = p.tangent - p.tangent.dot(p.normal) * p.normal;
+                        let t = t - p.slip / w;
+                        let limit = p.friction * p.force;
+                        let len = t.length();
+                        p.tangent = if len > limit { t * (limit / len) } else { t };
+                    }
                 }
             }
             if p.force > 0.0 {
+                let push = p.force * p.normal + p.tangent;
                 for k in 0..4 {
-                    node_force[p.nodes[k] as usize] += p.coef[k] * p.force * p.normal;
+                    if let Some(f) = node_force.get_mut(p.nodes[k] as usize) {
+                        *f += p.coef[k] * push;
+                    }
                 }
             }
         }
@@ -844,19 +1088,25 @@ impl SelfContact {
     /// Saves the pairs' forces (see `ContactPass::save_forces`).
     pub(crate) fn save_forces(&mut self) {
         self.saved.clear();
-        self.saved.extend(self.pairs.iter().map(|p| p.force));
+        self.saved
+            .extend(self.pairs.iter().map(|p| (p.force, p.tangent)));
     }
 
     /// Puts back the pairs' forces of the last [`SelfContact::save_forces`].
     pub(crate) fn restore_forces(&mut self) {
-        for (p, &f) in self.pairs.iter_mut().zip(&self.saved) {
+        for (p, &(f, t)) in self.pairs.iter_mut().zip(&self.saved) {
             p.force = f;
+            p.tangent = t;
         }
     }
 
-    /// The nodes of the substep's pairs, four a pair (repeats included).
-    pub(crate) fn nodes(&self) -> impl Iterator<Item = u32> + '_ {
-        self.pairs.iter().flat_map(|p| p.nodes)
+    /// The cloth's nodes of the substep's pairs, up to four a pair (repeats included; the
+    /// cloth has `own` nodes, a partner's are left out).
+    pub(crate) fn nodes(&self, own: usize) -> impl Iterator<Item = u32> + '_ {
+        self.pairs
+            .iter()
+            .flat_map(|p| p.nodes)
+            .filter(move |&k| (k as usize) < own)
     }
 
     /// Zeroes `node_force` at every node of the substep's pairs (before the sums are formed
@@ -864,7 +1114,9 @@ impl SelfContact {
     pub(crate) fn clear_forces(&self, node_force: &mut [DVec3]) {
         for p in &self.pairs {
             for &k in &p.nodes {
-                node_force[k as usize] = DVec3::ZERO;
+                if let Some(f) = node_force.get_mut(k as usize) {
+                    *f = DVec3::ZERO;
+                }
             }
         }
     }
@@ -875,13 +1127,20 @@ impl SelfContact {
     /// sides, which the iterations then spread over the cloth (Bridson et al.'s repulsion on
     /// the velocities); in the last pass, a position correction.
     pub(crate) fn push_apart(&self, masses: &[f64], pinned: &[bool], x: &mut [DVec3]) -> usize {
-        let inv_mass = |i: usize| if pinned[i] { 0.0 } else { 1.0 / masses[i] };
+        let own = x.len();
+        let inv_mass = |i: usize| {
+            if i >= own || pinned[i] {
+                0.0 // pinned, or a partner's node
+            } else {
+                1.0 / masses[i]
+            }
+        };
         let mut pushes = 0;
         for _ in 0..2 {
             for p in &self.pairs {
-                let pos = p.nodes.map(|k| x[k as usize]);
+                let pos = p.nodes.map(|k| node_at(x, &self.ext_end, k));
                 let (dist, n, coef) = signed_geometry(p.edge_edge, p.side, pos);
-                let gap = dist - self.thickness;
+                let gap = dist - p.thickness;
                 if gap >= 0.0 {
                     continue;
                 }
@@ -895,7 +1154,9 @@ impl SelfContact {
                 }
                 let dl = -gap / denom;
                 for (c, &i) in coef.iter().zip(&p.nodes) {
-                    x[i as usize] += c * inv_mass(i as usize) * dl * n;
+                    if (i as usize) < own {
+                        x[i as usize] += c * inv_mass(i as usize) * dl * n;
+                    }
                 }
                 pushes += 1;
             }
@@ -907,7 +1168,8 @@ impl SelfContact {
     /// (two Gauss-Seidel sweeps, weighted by inverse mass, pinned nodes fixed), then the
     /// continuous check over the nodes' actual paths from `x_start` to `x`, sending the free
     /// nodes of crossing pairs back to their start until nothing crosses. Counts in `impacts`
-    /// the pairs pushed and the nodes sent back.
+    /// the pairs pushed and the nodes sent back. (With layers, `crate::layers` applies the
+    /// friction between them before and checks the partners' paths after.)
     pub(crate) fn finish(
         &mut self,
         topo: &SelfTopology,
@@ -926,57 +1188,30 @@ impl SelfContact {
         self.warm.sort_unstable_by_key(|w| w.0);
         self.impacts = self.pairs.iter().filter(|p| p.force > 0.0).count();
         self.impacts += self.push_apart(masses, pinned, x);
+        if self.enabled {
+            self.rewind_self(topo, pinned, x_start, x);
+        }
+    }
+
+    /// The continuous check of the cloth against itself (see [`SelfContact::finish`]).
+    fn rewind_self(
+        &mut self,
+        topo: &SelfTopology,
+        pinned: &[bool],
+        x_start: &[DVec3],
+        x: &mut [DVec3],
+    ) {
         // The continuous check over the actual paths. The broad phase of `prepare` serves when
         // every node's path stayed inside the box it was given there (then every pair of
         // features whose paths' boxes meet is among its pairs); else it runs again.
-        let inside = self.node_boxes.len() == x.len()
-            && self
-                .node_boxes
-                .iter()
-                .zip(x.iter())
-                .all(|(b, p)| b.inflate(-CCD_EPS).contains(*p));
-        if !inside {
+        if !self.boxes.hold(x) {
             self.broad_phase(topo, x_start, x, CCD_EPS);
         }
-        let raw = std::mem::take(&mut self.raw);
-        let mut changed = true;
-        let mut round = 0;
-        while changed {
-            changed = false;
-            round += 1;
-            for &r in &raw {
-                let nodes = self.nodes_of(topo, r);
-                let p0 = nodes.map(|k| x_start[k as usize]);
-                let p1 = nodes.map(|k| x[k as usize]);
-                let Some(t) = crossing_time(r.0, p0, p1, CCD_EPS) else {
-                    continue;
-                };
-                // Back along their paths to half the time of the crossing (to their start when
-                // it came early).
-                let s = if t > REWIND_MIN { 0.5 * t } else { 0.0 };
-                for &k in &nodes {
-                    let k = k as usize;
-                    if !pinned[k] && x[k] != x_start[k] {
-                        x[k] = x_start[k] + s * (x[k] - x_start[k]);
-                        changed = true;
-                        self.impacts += 1;
-                    }
-                }
-            }
-            if changed && round >= MAX_ROUNDS {
-                // Send every free node of every pair the broad phase found to its start.
-                for &r in &raw {
-                    for k in self.nodes_of(topo, r) {
-                        let k = k as usize;
-                        if !pinned[k] {
-                            x[k] = x_start[k];
-                        }
-                    }
-                }
-                break;
-            }
-        }
-        self.raw = raw;
+        let mut resolved = std::mem::take(&mut self.resolved);
+        resolved.clear();
+        resolved.extend(self.raw.iter().map(|&r| (r.0, self.nodes_of(topo, r))));
+        self.impacts += rewind_crossings(&resolved, x_start, x, pinned);
+        self.resolved = resolved;
     }
 }
 
@@ -1033,6 +1268,59 @@ pub fn self_intersections(triangles: &[[u32; 3]], positions: &[DVec3]) -> usize 
         }
     });
     crossed
+}
+
+/// Calls `f` with the corners of every triangle of mesh `a` and of mesh `b` (triangles and
+/// positions) whose boxes, grown by `within`, meet, found by the two meshes' hierarchies.
+/// Allocates; for measures.
+pub(crate) fn for_near_triangles(
+    a: (&[[u32; 3]], &[DVec3]),
+    b: (&[[u32; 3]], &[DVec3]),
+    within: f64,
+    mut f: impl FnMut([DVec3; 3], [DVec3; 3]),
+) {
+    let topo = |m: (&[[u32; 3]], &[DVec3])| {
+        let t = SelfTopology::new(m.0, m.1);
+        let boxes: Vec<Aabb> = m
+            .0
+            .iter()
+            .map(|tri| {
+                let mut bx = Aabb::EMPTY;
+                for &k in tri {
+                    bx.grow(m.1[k as usize]);
+                }
+                bx.inflate(0.5 * within)
+            })
+            .collect();
+        let mut bvh = Vec::new();
+        t.refit(&boxes, &mut bvh);
+        (t, bvh)
+    };
+    let ((ta, ba), (tb, bb)) = (topo(a), topo(b));
+    ta.overlapping_between(&ba, &tb, &bb, &mut Vec::new(), |t, u| {
+        f(
+            a.0[t as usize].map(|k| a.1[k as usize]),
+            b.0[u as usize].map(|k| b.1[k as usize]),
+        )
+    });
+}
+
+/// The distance between two triangles that do not intersect: the least of their corners'
+/// distances to the other triangle and their edges' distances to each other.
+pub(crate) fn triangle_distance(t: [DVec3; 3], u: [DVec3; 3]) -> f64 {
+    let mut least = f64::INFINITY;
+    for (p, q) in [(t, u), (u, t)] {
+        for &c in &p {
+            least = least.min(distance(false, [c, q[0], q[1], q[2]]));
+        }
+    }
+    for i in 0..3 {
+        for j in 0..3 {
+            let e = [t[i], t[(i + 1) % 3], u[j], u[(j + 1) % 3]];
+            least = least.min(distance(true, e));
+        }
+    }
+    least
 }
 
 #[cfg(test)]
@@ -1198,6 +1486,11 @@ mod tests {
                 nodes: [0, 1, 2, 3],
                 edge_edge: false,
                 side,
+                thickness: 0.004,
+                friction: 0.0,
+                start: [DVec3::ZERO; 4],
+                tangent: DVec3::ZERO,
+                slip: DVec3::ZERO,
                 force: 0.0,
                 gap: 0.0,
                 normal: DVec3::ZERO,

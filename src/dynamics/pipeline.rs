@@ -13,6 +13,7 @@ use crate::collision::{BodyExclusions, ColliderSet, ContactSettings};
 use crate::integrator::{History, Scheme, predict, velocity};
 use crate::limits::LimitFrame;
 use crate::model::{ClothModel, SolverSettings};
+use crate::layers::LayerFrame;
 use crate::self_contact::SelfFrame;
 use crate::solver::{Contact, contact_displacement, solve_substep};
 use crate::workspace::Workspace;
@@ -51,6 +52,8 @@ pub(crate) struct SubstepInputs<'a> {
     pub limits: Option<LimitFrame<'a>>,
     /// The cloth's self-collision thickness, if it collides with itself.
     pub self_thickness: Option<f64>,
+    /// The other cloths it meets, if any ([`crate::layers`]).
+    pub layers: Option<LayerFrame<'a>>,
     /// Bodies that do not push some nodes.
     pub exclusions: &'a BodyExclusions,
 }
@@ -136,16 +139,25 @@ pub(crate) fn substep(
         &model.free_nodes,
         &st.positions,
         &ws.scratch.x_tilde,
-        inputs.self_thickness.map(|thickness| SelfFrame {
+        (inputs.self_thickness.is_some() || inputs.layers.is_some()).then(|| SelfFrame {
             topology: model.self_topology(),
-            thickness,
+            thickness: inputs.self_thickness,
             rest: model.mesh.metric_positions(),
             pinned: &model.pinned_mask,
             targets: &ws.x_new,
         }),
         inputs.exclusions,
     );
-    if ws.contact_pass.self_contact.active() {
+    if let Some(layers) = &inputs.layers {
+        ws.contact_pass.self_contact.prepare_layers(
+            model.self_topology(),
+            layers,
+            &model.pinned_mask,
+            &st.positions,
+            &ws.x_new,
+        );
+    }
+    if ws.contact_pass.self_contact.active() && std::env::var("ISO_NOPRED").is_err() {
         // Self-contact's impulse on the prediction (see `self_contact`), before the iterations.
         ws.contact_pass.self_contact.push_apart(
             &model.masses,
@@ -166,6 +178,48 @@ pub(crate) fn substep(
             x_start: &st.positions,
         },
     );
+    // The last pass of self-collision and layers (see `self_contact`, `layers`).
+    let dbg = std::env::var("ISO_DBG").is_ok() && inputs.layers.is_some();
+    let strain = |x: &[DVec3]| {
+        let rigid = &model.terms.rigid;
+        let mut m = 0.0f64;
+        for (nodes, rest) in rigid.nodes.iter().zip(&rigid.rest_lengths) {
+            for k in 0..3 {
+                let (i, j) = (nodes[k] as usize, nodes[(k + 1) % 3] as usize);
+                m = m.max((x[j].distance(x[i]) / rest[k] - 1.0).abs());
+            }
+        }
+        m
+    };
+    if dbg {
+        eprintln!("  pred {:.3} solved {:.3}", strain(&ws.scratch.x_tilde), strain(&ws.x_new));
+    }
+    let sc = &mut ws.contact_pass.self_contact;
+    if dbg {
+        eprintln!("  friction {:.3}", strain(&ws.x_new));
+    }
+    if sc.enabled || sc.layered {
+        sc.finish(
+            model.self_topology(),
+            &model.masses,
+            &model.pinned_mask,
+            &st.positions,
+            &mut ws.x_new,
+        );
+    }
+    if dbg {
+        eprintln!("  finished {:.3}", strain(&ws.x_new));
+    }
+    let sc = &mut ws.contact_pass.self_contact;
+    if let Some(layers) = &inputs.layers {
+        sc.rewind_layers(
+            model.self_topology(),
+            layers,
+            &model.pinned_mask,
+            &st.positions,
+            &mut ws.x_new,
+        );
+    }
     // Velocities and history shift. A substep in which a body stopped part of the cloth
     // ends with backward-Euler velocities: BDF2 differentiates a quadratic through the last
     // three positions, and after a sudden stop that quadratic rebounds (velocity -v/2),

@@ -244,15 +244,6 @@ pub(crate) fn solve_substep(
             |x, held| restore_conformity(model, x, held),
         );
     }
-    if contact.pass.self_contact.enabled {
-        contact.pass.self_contact.finish(
-            model.self_topology(),
-            &model.masses,
-            &model.pinned_mask,
-            contact.x_start,
-            x,
-        );
-    }
 }
 
 /// One contact iteration after a global solve: gaps at `x`, the collective compliance

@@ -1533,6 +1533,10 @@ impl ContactPass {
             self.self_contact.clear_forces(&mut self.node_force);
         }
         self.self_engaged = 0;
+        // Before any return below: a substep that finds no body must not inherit the last
+        // substep's (or another cloth's) measurement.
+        self.response_set = 0;
+        self.w_max = 0.0;
         match self_collision {
             Some(frame) => self.self_contact.prepare(&frame, x_start),
             None => self.self_contact.reset(),
@@ -1594,8 +1598,6 @@ impl ContactPass {
             }
         }
         self.sum_forces();
-        self.response_set = 0;
-        self.w_max = 0.0;
     }
 
     /// The bodies of the substep, and which come near the cloth (`near`).
@@ -1694,7 +1696,7 @@ impl ContactPass {
         self.saved_force
             .extend(self.candidates.iter().map(|c| c.force));
         self.saved_node_force.clear();
-        let nodes = (self.candidates.iter().map(|c| c.node)).chain(self.self_contact.nodes());
+        let nodes = (self.candidates.iter().map(|c| c.node)).chain(self.self_contact.nodes(self.node_force.len()));
         self.saved_node_force
             .extend(nodes.map(|i| self.node_force[i as usize]));
         self.saved_limit_pushing = self.limit_pushing;
@@ -1707,7 +1709,7 @@ impl ContactPass {
         for (c, &f) in self.candidates.iter_mut().zip(&self.saved_force) {
             c.force = f;
         }
-        let nodes = (self.candidates.iter().map(|c| c.node)).chain(self.self_contact.nodes());
+        let nodes = (self.candidates.iter().map(|c| c.node)).chain(self.self_contact.nodes(self.node_force.len()));
         for (i, &f) in nodes.zip(&self.saved_node_force) {
             self.node_force[i as usize] = f;
         }
