@@ -21,13 +21,13 @@ use crate::collision::{
 use crate::equilibrium::{RelaxReport, relax};
 use crate::error::ClothError;
 use crate::flags::NodeFlags;
+use crate::layers::{ClothSurface, LayerFrame, Partners};
 use crate::limits::{LimitFrame, LimitSettings, SkinFrame};
 use crate::measures::{Measures, measure};
 use crate::mesh::ClothMesh;
 use crate::model::{ClothModel, SolverSettings, precision_for};
 pub use crate::pipeline::ClothState;
 use crate::pipeline::{SubstepInputs, substep};
-use crate::layers::{ClothSurface, LayerFrame, Partners};
 use crate::self_contact::{RawPair, SelfCollisionSettings};
 use crate::workspace::{Workspace, with_thread_workspace};
 

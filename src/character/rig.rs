@@ -60,6 +60,10 @@ pub enum Animation {
     /// stop, idle.
     #[default]
     Demo,
+    /// Walks (1.4 m/s) for 2 s, runs (4 m/s) for 2 s, stops by 4.8 s, then sits down over 1 s
+    /// from 5 s (the pelvis 0.5 m lower, thighs level, shins upright) and stays seated: on
+    /// [`CharacterRig::seat`] if the game puts one there.
+    Sit,
 }
 
 impl Animation {
@@ -71,8 +75,51 @@ impl Animation {
             Animation::Run => (4.0 * (t / 0.5).min(1.0), 0.0, "run"),
             Animation::Spin { rate } => (0.0, rate, "spin"),
             Animation::Demo => demo_gait(t),
+            Animation::Sit => sit_gait(t),
         }
     }
+
+    /// How far the character has sat down at time `t`: 0 standing, 1 seated.
+    pub fn sitting(&self, t: f64) -> f64 {
+        match self {
+            Animation::Sit => {
+                let s = ((t - SIT_START) / SIT_TIME).clamp(0.0, 1.0);
+                s * s * (3.0 - 2.0 * s)
+            }
+            _ => 0.0,
+        }
+    }
+}
+
+/// When [`Animation::Sit`] starts sitting down, and how long it takes (seconds).
+const SIT_START: f64 = 5.0;
+const SIT_TIME: f64 = 1.0;
+/// How far the pelvis goes down when seated (metres).
+const SIT_DROP: f64 = 0.5;
+
+fn sit_gait(t: f64) -> (f64, f64, &'static str) {
+    let keys: [(f64, f64, &str); 6] = [
+        (0.0, 0.0, "idle"),
+        (0.5, 1.4, "start"),
+        (2.0, 1.4, "walk"),
+        (2.5, 4.0, "run"),
+        (4.0, 4.0, "run"),
+        (4.8, 0.0, "stop"),
+    ];
+    if t >= keys[keys.len() - 1].0 {
+        let name = if t < SIT_START {
+            "stop"
+        } else if t < SIT_START + SIT_TIME {
+            "sit down"
+        } else {
+            "seated"
+        };
+        return (0.0, 0.0, name);
+    }
+    let k = keys.iter().rposition(|k| k.0 <= t).unwrap_or(0);
+    let (a, b) = (keys[k], keys[k + 1]);
+    let s = (t - a.0) / (b.0 - a.0);
+    (a.1 + s * (b.1 - a.1), 0.0, b.2)
 }
 
 fn demo_gait(t: f64) -> (f64, f64, &'static str) {
@@ -107,6 +154,8 @@ pub struct CharacterRig {
     phase: f64,
     speed: f64,
     phase_name: &'static str,
+    /// How far the character has sat down (0 standing, 1 seated).
+    sit: f64,
 }
 
 impl CharacterRig {
@@ -120,6 +169,7 @@ impl CharacterRig {
             phase: 0.0,
             speed: 0.0,
             phase_name: "idle",
+            sit: 0.0,
         }
     }
 
@@ -149,6 +199,22 @@ impl CharacterRig {
         self.position += speed * dt * forward;
         let stride = 1.2 + 0.35 * speed;
         self.phase += std::f64::consts::TAU * speed * dt / stride;
+        self.sit = self.animation.sitting(self.time);
+    }
+
+    /// A seat for [`Animation::Sit`]: a box 0.5 m wide, 0.4 m deep and 0.32 m high (6 cm
+    /// under the seated pelvis and thighs, room for the cloth sat on), under where the pelvis
+    /// is now, in the character's frame (place it once the character has stopped).
+    pub fn seat(&self) -> (ColliderShape, Pose) {
+        let height = 1.0 - SIT_DROP - 0.12 - 0.06;
+        let yaw = DQuat::from_rotation_y(self.heading);
+        let centre = self.position + yaw * DVec3::new(0.0, 0.5 * height, -0.05);
+        (
+            ColliderShape::Cuboid {
+                half_extents: DVec3::new(0.25, 0.5 * height, 0.2),
+            },
+            Pose::new(centre, yaw),
+        )
     }
 
     /// World pose of every bone ([`BONES`] order) now, written into `out`.
@@ -160,7 +226,11 @@ impl CharacterRig {
         let bob = 0.03 * amount * c.abs();
         let lean = 0.25 * amount;
         let yaw = DQuat::from_rotation_y(self.heading);
-        let root = Pose::new(self.position + DVec3::new(0.0, 1.0 - bob, 0.0), yaw);
+        let sit = self.sit;
+        let root = Pose::new(
+            self.position + DVec3::new(0.0, 1.0 - bob - SIT_DROP * sit, 0.0),
+            yaw,
+        );
         let local = |parent: &Pose, offset: DVec3, rotation: DQuat| {
             parent.mul(&Pose::new(offset, rotation))
         };
@@ -200,7 +270,7 @@ impl CharacterRig {
             local(
                 &pelvis,
                 DVec3::new(0.1 * side, -0.05, 0.0),
-                DQuat::from_rotation_x(swing * side),
+                DQuat::from_rotation_x(swing * side - std::f64::consts::FRAC_PI_2 * sit),
             )
         };
         let phase = self.phase;
@@ -209,7 +279,7 @@ impl CharacterRig {
             local(
                 upper,
                 DVec3::new(0.0, -0.45, 0.0),
-                DQuat::from_rotation_x(-bend),
+                DQuat::from_rotation_x(-bend + std::f64::consts::FRAC_PI_2 * sit),
             )
         };
         let (al, ar) = (arm(1.0), arm(-1.0));

@@ -220,7 +220,8 @@ impl<'a> Partners<'a> {
 
     /// Whether there is any partner with a model.
     pub(crate) fn any(&self) -> bool {
-        self.iter().any(|s| s.model.is_some() && !s.start.is_empty())
+        self.iter()
+            .any(|s| s.model.is_some() && !s.start.is_empty())
     }
 }
 
@@ -278,13 +279,16 @@ impl SelfContact {
     /// partners' nodes at the substep's two ends (on their straight paths from the frame's
     /// start to its end), then the pairs of features that may come within the thickness while the
     /// cloth's nodes move from `x_start` toward `x_pred`, or whose paths cross.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn prepare_layers(
         &mut self,
         topo: &SelfTopology,
         frame: &LayerFrame<'_>,
+        masses: &[f64],
         pinned: &[bool],
         x_start: &[DVec3],
         x_pred: &[DVec3],
+        h: f64,
     ) {
         self.layered = true;
         let (s0, s1) = frame.span;
@@ -292,7 +296,8 @@ impl SelfContact {
         self.ext_end.clear();
         for surface in frame.partners.iter().filter(|s| s.model.is_some()) {
             let path = surface.start.iter().zip(&surface.end);
-            self.ext_start.extend(path.clone().map(|(a, b)| a.lerp(*b, s0)));
+            self.ext_start
+                .extend(path.clone().map(|(a, b)| a.lerp(*b, s0)));
             self.ext_end.extend(path.map(|(a, b)| a.lerp(*b, s1)));
         }
         let thickness = frame.partners.settings.thickness;
@@ -306,7 +311,36 @@ impl SelfContact {
             }
             let p0 = nodes.map(|k| node_at(x_start, &self.ext_start, k));
             let p1 = nodes.map(|k| node_at(x_pred, &self.ext_end, k));
-            self.admit(r, nodes, p0, p1, thickness, frame.partners.settings.friction);
+            if self.admit(
+                r,
+                nodes,
+                p0,
+                p1,
+                thickness,
+                frame.partners.settings.friction,
+            ) {
+                // Against a partner that stands still this frame (one not stepped yet: a later
+                // layer), the pair pushes by at most a thickness a substep (`lambda h^2 / m`),
+                // so that a cloth caught between a body and a later layer gives way instead
+                // of the two pushes growing without bound.
+                let still = nodes.iter().all(|&k| {
+                    let k = k as usize;
+                    k < x_start.len() || {
+                        let e = k - x_start.len();
+                        self.ext_start[e] == self.ext_end[e]
+                    }
+                });
+                if still {
+                    let mass = nodes
+                        .iter()
+                        .filter(|&&k| own(k))
+                        .map(|&k| masses[k as usize])
+                        .fold(f64::INFINITY, f64::min);
+                    if let Some(p) = self.pairs.last_mut() {
+                        p.max_force = thickness * mass / (h * h);
+                    }
+                }
+            }
         }
         self.layer_raw = raw;
     }
@@ -332,6 +366,11 @@ impl SelfContact {
             self.layer_broad_phase(topo, &frame.partners, x_start, x, CCD_EPS);
         }
         let (ext0, ext1) = (&self.ext_start, &self.ext_end);
+        // Nodes already carried with a partner: they move once (a node in several crossing
+        // pairs would otherwise take each pair's carry in turn).
+        let locked = &mut self.carried;
+        locked.clear();
+        locked.resize(n, false);
         let mut moved = 0;
         for round in 1..=MAX_ROUNDS {
             let mut changed = false;
@@ -351,17 +390,24 @@ impl SelfContact {
                         weight += c.abs();
                     }
                 }
-                let carried = if weight > 0.0 { carried / weight } else { DVec3::ZERO };
+                let carried = if weight > 0.0 {
+                    carried / weight
+                } else {
+                    DVec3::ZERO
+                };
                 let still = carried.length_squared() <= CCD_EPS * CCD_EPS;
                 let s = if t > REWIND_MIN { 0.5 * t } else { 0.0 };
                 for &k in &nodes {
                     let k = k as usize;
-                    if k >= n || pinned[k] {
+                    if k >= n || pinned[k] || (locked[k] && !still) {
                         continue;
                     }
-                    let to = if still && round < MAX_ROUNDS {
+                    let to = if still && round < 3 {
                         x_start[k] + s * (x[k] - x_start[k])
+                    } else if still {
+                        x_start[k]
                     } else {
+                        locked[k] = true;
                         x_start[k] + carried
                     };
                     if to != x[k] {
@@ -375,16 +421,6 @@ impl SelfContact {
                 break;
             }
         }
-        if std::env::var("ISO_DBG").is_ok() {
-            let pushing = self.pairs.iter().filter(|p| p.force > 0.0).count();
-            eprintln!(
-                "layer pairs {} pushing {} raw {} moved {}",
-                self.pairs.len(),
-                pushing,
-                self.layer_raw.len(),
-                moved
-            );
-        }
         self.impacts += moved;
     }
 }
@@ -393,10 +429,7 @@ impl SelfContact {
 /// intersect: the `crossings` figure of layers (0 for cloths that never pass through each
 /// other). Each candidate pair is tested exactly by [`triangles_intersect`]. Allocates; a
 /// measure, not part of the frame loop.
-pub fn layer_crossings(
-    a: (&[[u32; 3]], &[DVec3]),
-    b: (&[[u32; 3]], &[DVec3]),
-) -> usize {
+pub fn layer_crossings(a: (&[[u32; 3]], &[DVec3]), b: (&[[u32; 3]], &[DVec3])) -> usize {
     let mut crossed = 0;
     crate::self_contact::for_near_triangles(a, b, 0.0, |t, u| {
         if triangles_intersect(t, u) {
@@ -419,5 +452,9 @@ pub fn layer_separation(
     crate::self_contact::for_near_triangles(a, b, within, |t, u| {
         least = least.min(crate::self_contact::triangle_distance(t, u));
     });
-    if least <= within { least } else { f64::INFINITY }
+    if least <= within {
+        least
+    } else {
+        f64::INFINITY
+    }
 }

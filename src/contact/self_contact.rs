@@ -300,7 +300,12 @@ pub(crate) fn pairs_between(
         let (tri_a, tri_b) = (ta.triangles[t as usize], tb.triangles[u as usize]);
         for &v in &ta.own_nodes[t as usize] {
             if v != NONE && ba.nodes[v as usize].overlaps(&bb.triangles[u as usize]) {
-                let nodes = [v, tri_b[0] + off.nodes, tri_b[1] + off.nodes, tri_b[2] + off.nodes];
+                let nodes = [
+                    v,
+                    tri_b[0] + off.nodes,
+                    tri_b[1] + off.nodes,
+                    tri_b[2] + off.nodes,
+                ];
                 out.push(((false, v, u + off.triangles), nodes));
             }
         }
@@ -578,7 +583,12 @@ fn box_gap(edge_edge: bool, p: [DVec3; 4]) -> f64 {
 /// Earliest time in `[0, 1]` at which the features of a pair moving linearly from `p0` to `p1`
 /// come within `eps` of each other at a moment when their four points are coplanar (the
 /// continuous collision test of Bridson et al.: a crossing happens only then), or `None`.
-pub(crate) fn crossing_time(edge_edge: bool, p0: [DVec3; 4], p1: [DVec3; 4], eps: f64) -> Option<f64> {
+pub(crate) fn crossing_time(
+    edge_edge: bool,
+    p0: [DVec3; 4],
+    p1: [DVec3; 4],
+    eps: f64,
+) -> Option<f64> {
     let reach = 2.0 * relative_motion(p0, p1) + eps;
     if box_gap(edge_edge, p0) > reach || distance(edge_edge, p0) > reach {
         return None;
@@ -692,6 +702,9 @@ pub(crate) struct Pair {
     thickness: f64,
     /// Coulomb friction coefficient (0: frictionless, as self-collision is).
     friction: f64,
+    /// The largest force the pair may push with (newtons; infinite but against a layer
+    /// partner that stands still, see `crate::layers`).
+    pub(crate) max_force: f64,
     /// The four nodes' positions at the substep's start (for the slip).
     start: [DVec3; 4],
     /// Friction force (newtons, tangential, within `friction * force`).
@@ -748,12 +761,10 @@ pub(crate) struct SelfContact {
     /// and a partner's.
     pub(crate) own_boxes: SweptBoxes,
     pub(crate) ext_boxes: SweptBoxes,
-    /// The last pass's pairs with their nodes, and the positions (the cloth's, then the
-    /// partners') and fixed nodes it checks.
-    pub(crate) resolved: Vec<(bool, [u32; 4])>,
-    pub(crate) joined_start: Vec<DVec3>,
-    pub(crate) joined: Vec<DVec3>,
-    pub(crate) joined_fixed: Vec<bool>,
+    /// The last pass's pairs with their nodes.
+    resolved: Vec<(bool, [u32; 4])>,
+    /// Per node, whether the layers' last pass carried it with a partner this substep.
+    pub(crate) carried: Vec<bool>,
 }
 
 /// Swept boxes of a mesh's nodes, triangles and edges, and its hierarchy refitted to them.
@@ -839,7 +850,10 @@ impl SelfContact {
     fn broad_phase(&mut self, topo: &SelfTopology, x0: &[DVec3], x1: &[DVec3], margin: f64) {
         self.boxes.fill(topo, x0, x1, margin);
         self.raw.clear();
-        let (mut stack, boxes) = (std::mem::take(&mut self.stack), std::mem::take(&mut self.boxes));
+        let (mut stack, boxes) = (
+            std::mem::take(&mut self.stack),
+            std::mem::take(&mut self.boxes),
+        );
         topo.overlapping_triangles(&boxes.bvh, &mut stack, |t, u| {
             Self::triangle_pair(&mut self.raw, &boxes, topo, t, u)
         });
@@ -849,7 +863,13 @@ impl SelfContact {
     /// The feature pairs of two triangles whose boxes meet: each node either owns against the
     /// other triangle, each edge either owns against each edge the other owns (features that
     /// share a node left out), where their own boxes meet.
-    fn triangle_pair(raw: &mut Vec<RawPair>, boxes: &SweptBoxes, topo: &SelfTopology, t: u32, u: u32) {
+    fn triangle_pair(
+        raw: &mut Vec<RawPair>,
+        boxes: &SweptBoxes,
+        topo: &SelfTopology,
+        t: u32,
+        u: u32,
+    ) {
         for (a, b) in [(t, u), (u, t)] {
             let tri = topo.triangles[b as usize];
             for &v in &topo.own_nodes[a as usize] {
@@ -966,6 +986,7 @@ impl SelfContact {
             side: side_of(ee, p0),
             thickness,
             friction,
+            max_force: f64::INFINITY,
             start: p0,
             tangent: DVec3::ZERO,
             slip: DVec3::ZERO,
@@ -1062,7 +1083,7 @@ impl SelfContact {
                 p.prev_gap = p.gap;
                 let w = w.max(p.overshoot);
                 if w > 0.0 {
-                    p.force = (p.force - p.gap / w).max(0.0);
+                    p.force = (p.force - p.gap / w).clamp(0.0, p.max_force);
                     if p.friction > 0.0 {
                         // Coulomb friction as body contact has it: the tangential force
                         // corrected by what would cancel the slip, kept inside the cone.
@@ -1281,17 +1302,16 @@ pub(crate) fn for_near_triangles(
 ) {
     let topo = |m: (&[[u32; 3]], &[DVec3])| {
         let t = SelfTopology::new(m.0, m.1);
-        let boxes: Vec<Aabb> = m
-            .0
-            .iter()
-            .map(|tri| {
-                let mut bx = Aabb::EMPTY;
-                for &k in tri {
-                    bx.grow(m.1[k as usize]);
-                }
-                bx.inflate(0.5 * within)
-            })
-            .collect();
+        let boxes: Vec<Aabb> =
+            m.0.iter()
+                .map(|tri| {
+                    let mut bx = Aabb::EMPTY;
+                    for &k in tri {
+                        bx.grow(m.1[k as usize]);
+                    }
+                    bx.inflate(0.5 * within)
+                })
+                .collect();
         let mut bvh = Vec::new();
         t.refit(&boxes, &mut bvh);
         (t, bvh)
@@ -1488,6 +1508,7 @@ mod tests {
                 side,
                 thickness: 0.004,
                 friction: 0.0,
+                max_force: f64::INFINITY,
                 start: [DVec3::ZERO; 4],
                 tangent: DVec3::ZERO,
                 slip: DVec3::ZERO,

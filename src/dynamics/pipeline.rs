@@ -11,9 +11,9 @@ use glam::DVec3;
 use crate::aero::Aerodynamics;
 use crate::collision::{BodyExclusions, ColliderSet, ContactSettings};
 use crate::integrator::{History, Scheme, predict, velocity};
+use crate::layers::LayerFrame;
 use crate::limits::LimitFrame;
 use crate::model::{ClothModel, SolverSettings};
-use crate::layers::LayerFrame;
 use crate::self_contact::SelfFrame;
 use crate::solver::{Contact, contact_displacement, solve_substep};
 use crate::workspace::Workspace;
@@ -152,12 +152,14 @@ pub(crate) fn substep(
         ws.contact_pass.self_contact.prepare_layers(
             model.self_topology(),
             layers,
+            &model.masses,
             &model.pinned_mask,
             &st.positions,
             &ws.x_new,
+            h,
         );
     }
-    if ws.contact_pass.self_contact.active() && std::env::var("ISO_NOPRED").is_err() {
+    if ws.contact_pass.self_contact.active() {
         // Self-contact's impulse on the prediction (see `self_contact`), before the iterations.
         ws.contact_pass.self_contact.push_apart(
             &model.masses,
@@ -179,25 +181,7 @@ pub(crate) fn substep(
         },
     );
     // The last pass of self-collision and layers (see `self_contact`, `layers`).
-    let dbg = std::env::var("ISO_DBG").is_ok() && inputs.layers.is_some();
-    let strain = |x: &[DVec3]| {
-        let rigid = &model.terms.rigid;
-        let mut m = 0.0f64;
-        for (nodes, rest) in rigid.nodes.iter().zip(&rigid.rest_lengths) {
-            for k in 0..3 {
-                let (i, j) = (nodes[k] as usize, nodes[(k + 1) % 3] as usize);
-                m = m.max((x[j].distance(x[i]) / rest[k] - 1.0).abs());
-            }
-        }
-        m
-    };
-    if dbg {
-        eprintln!("  pred {:.3} solved {:.3}", strain(&ws.scratch.x_tilde), strain(&ws.x_new));
-    }
     let sc = &mut ws.contact_pass.self_contact;
-    if dbg {
-        eprintln!("  friction {:.3}", strain(&ws.x_new));
-    }
     if sc.enabled || sc.layered {
         sc.finish(
             model.self_topology(),
@@ -207,10 +191,6 @@ pub(crate) fn substep(
             &mut ws.x_new,
         );
     }
-    if dbg {
-        eprintln!("  finished {:.3}", strain(&ws.x_new));
-    }
-    let sc = &mut ws.contact_pass.self_contact;
     if let Some(layers) = &inputs.layers {
         sc.rewind_layers(
             model.self_topology(),

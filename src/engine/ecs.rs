@@ -53,6 +53,8 @@ use crate::collision::{
     ColliderId, ColliderSet, ColliderShape, CollisionGroups, ContactSettings, Pose,
 };
 use crate::error::ClothError;
+use crate::layering::ClothLayers;
+use crate::layers::{LayerError, LayerSettings};
 use crate::limits::LimitSettings;
 use crate::load::{checked, count, positive, vector};
 use crate::lod::{ClothBudget, FrameTrim, LodId, LodModels, LodScheduler, Rung};
@@ -430,6 +432,57 @@ impl ClothColliders {
     }
 }
 
+/// Marks a cloth entity as a layer that meets the other layers ([`crate::layers`]): every two
+/// `ClothLayer` cloths whose [`ClothCollisionGroups`] meet (all do by default) keep the
+/// [`ClothLayering`] thickness apart and never pass through each other. `order` is the layer
+/// order, inner first (a skirt 0, the cape over it 1); equal orders go by entity.
+#[derive(Component, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClothLayer {
+    /// Inner layers step first; outer ones follow them. Default 0.
+    pub order: u32,
+}
+
+/// Layers in the ECS layer (a [`Resource`]: insert one to turn them on for the
+/// [`ClothLayer`] entities): their settings, and the frame's stages ([`ClothLayers`]), rebuilt
+/// when the layered entities or their groups change. [`step_cloths`] steps the layered cloths
+/// round by round (each round's cloths in parallel with every other cloth); the cloths a
+/// [`ClothLod`] plans step without layers.
+#[derive(Resource, Debug, Default)]
+pub struct ClothLayering {
+    /// How the layers meet (validated when the layers are built; a bad setting leaves every
+    /// cloth stepping without layers and is reported in `error`).
+    pub settings: LayerSettings,
+    layers: Option<ClothLayers>,
+    /// The layered entities in layer order, with their groups, when the layers were built.
+    built_for: Vec<(Entity, CollisionGroups)>,
+    /// Scratch: this tick's layered entities in layer order.
+    entities: Vec<(u32, Entity, CollisionGroups)>,
+    /// The last error building the layers, if any.
+    pub error: Option<LayerError>,
+}
+
+impl ClothLayering {
+    /// Layers with `settings`.
+    pub fn new(settings: LayerSettings) -> Self {
+        Self {
+            settings,
+            ..Default::default()
+        }
+    }
+
+    /// The pairs of layered cloths that came near each other in the last tick, as entities.
+    pub fn near_pairs(&self) -> Vec<[Entity; 2]> {
+        let Some(layers) = &self.layers else {
+            return Vec::new();
+        };
+        layers
+            .near_pairs()
+            .iter()
+            .map(|&[a, b]| [self.built_for[a].0, self.built_for[b].0])
+            .collect()
+    }
+}
+
 /// The cloth systems' sets, run in this order.
 #[derive(SystemSet, Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ClothSystems {
@@ -770,11 +823,18 @@ pub fn step_cloths(
     config: Res<ClothConfig>,
     colliders: Res<ClothColliders>,
     lod: Option<ResMut<ClothLod>>,
+    layering: Option<ResMut<ClothLayering>>,
+    layered: Query<&ClothLayer>,
 ) {
     let config = &*config;
     let set = &colliders.set;
     let mut all: Vec<_> = cloths.iter_mut().collect();
     let Some(mut lod) = lod else {
+        if let Some(mut layering) = layering
+            && step_layered(&mut all, config, set, &mut layering, &layered)
+        {
+            return;
+        }
         all.par_iter_mut().for_each(|(_, sim, over, groups)| {
             let cfg = over.map_or(config, |o| &o.0);
             let sim = &mut **sim;
@@ -816,6 +876,116 @@ pub fn step_cloths(
     let wall_ms = wall.elapsed().as_secs_f64() * 1e3;
     lod.record_tick(&timings, wall_ms);
     lod.timings = timings;
+}
+
+/// One query item of [`step_cloths`].
+type StepItem<'a> = (
+    Entity,
+    Mut<'a, ClothSim>,
+    Option<&'a ClothConfigOverride>,
+    Option<&'a ClothCollisionGroups>,
+);
+
+/// [`step_cloths`] with layers: the [`ClothLayer`] cloths step round by round among their
+/// partners (the stages of [`crate::layers`]), every other cloth in the first round. Returns
+/// false (nothing stepped) when there are fewer than two layered cloths or the layers cannot be
+/// built.
+fn step_layered(
+    all: &mut [StepItem<'_>],
+    config: &ClothConfig,
+    set: &ColliderSet,
+    layering: &mut ClothLayering,
+    layered: &Query<&ClothLayer>,
+) -> bool {
+    let mut entities = std::mem::take(&mut layering.entities);
+    entities.clear();
+    for (entity, _, _, groups) in all.iter() {
+        if let Ok(layer) = layered.get(*entity) {
+            let g = groups.map_or(CollisionGroups::ALL, |g| g.0);
+            entities.push((layer.order, *entity, g));
+        }
+    }
+    entities.sort_unstable_by_key(|&(order, entity, _)| (order, entity));
+    let same = entities.len() == layering.built_for.len()
+        && entities
+            .iter()
+            .zip(&layering.built_for)
+            .all(|(a, b)| a.1 == b.0 && a.2 == b.1);
+    if !same || layering.layers.is_none() {
+        layering.built_for.clear();
+        layering
+            .built_for
+            .extend(entities.iter().map(|&(_, e, g)| (e, g)));
+        let groups: Vec<CollisionGroups> = layering.built_for.iter().map(|b| b.1).collect();
+        match ClothLayers::by_groups(layering.settings, &groups) {
+            Ok(l) => {
+                layering.layers = Some(l);
+                layering.error = None;
+            }
+            Err(e) => {
+                layering.layers = None;
+                layering.error = Some(e);
+            }
+        }
+    }
+    layering.entities = entities;
+    let Some(layers) = layering.layers.as_mut() else {
+        return false;
+    };
+    if layering.built_for.len() < 2 {
+        return false;
+    }
+    // Per query item, its place in the layer order (or none).
+    let place: Vec<Option<usize>> = all
+        .iter()
+        .map(|(e, ..)| layering.built_for.iter().position(|b| b.0 == *e))
+        .collect();
+    let mut order: Vec<usize> = vec![0; layering.built_for.len()];
+    for (i, p) in place.iter().enumerate() {
+        if let Some(p) = p {
+            order[*p] = i;
+        }
+    }
+    let dt = config.timestep;
+    for (_, sim, over, groups) in all.iter_mut() {
+        let cfg = over.map_or(config, |o| &o.0);
+        if let Err(e) = configure(&mut sim.cloth, cfg, *groups, true) {
+            sim.last_error = Some(e);
+        }
+    }
+    if layers
+        .begin_frame(order.iter().map(|&i| &all[i].1.cloth), dt)
+        .is_err()
+    {
+        return false;
+    }
+    for round in 0..layers.rounds() {
+        let this = &*layers;
+        all.par_iter_mut()
+            .zip(place.par_iter())
+            .for_each(|((_, sim, over, _), place)| {
+                let cfg = over.map_or(config, |o| &o.0);
+                let at = place.map_or(0, |p| this.round(p));
+                if at != round {
+                    return;
+                }
+                let sim = &mut **sim;
+                let result = match place {
+                    Some(p) => crate::workspace::with_thread_workspace(|ws| {
+                        sim.cloth
+                            .step_among(cfg.timestep, set, this.partners(*p), ws)
+                    }),
+                    None => sim.cloth.step_with(cfg.timestep, set),
+                };
+                finish_step(sim, result.map(Some));
+            });
+        for (p, &i) in order.iter().enumerate() {
+            if layers.round(p) == round {
+                layers.end_cloth(p, &all[i].1.cloth);
+            }
+        }
+    }
+    true
 }
 
 /// Keeps a step's outcome on its [`ClothSim`] (a tick that did not simulate keeps the last

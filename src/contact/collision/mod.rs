@@ -1696,7 +1696,8 @@ impl ContactPass {
         self.saved_force
             .extend(self.candidates.iter().map(|c| c.force));
         self.saved_node_force.clear();
-        let nodes = (self.candidates.iter().map(|c| c.node)).chain(self.self_contact.nodes(self.node_force.len()));
+        let nodes = (self.candidates.iter().map(|c| c.node))
+            .chain(self.self_contact.nodes(self.node_force.len()));
         self.saved_node_force
             .extend(nodes.map(|i| self.node_force[i as usize]));
         self.saved_limit_pushing = self.limit_pushing;
@@ -1709,7 +1710,8 @@ impl ContactPass {
         for (c, &f) in self.candidates.iter_mut().zip(&self.saved_force) {
             c.force = f;
         }
-        let nodes = (self.candidates.iter().map(|c| c.node)).chain(self.self_contact.nodes(self.node_force.len()));
+        let nodes = (self.candidates.iter().map(|c| c.node))
+            .chain(self.self_contact.nodes(self.node_force.len()));
         for (i, &f) in nodes.zip(&self.saved_node_force) {
             self.node_force[i as usize] = f;
         }
