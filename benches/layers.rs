@@ -25,7 +25,11 @@ fn sheet(size: f32, cells: usize, turn: f64, centre: DVec3) -> Cloth {
     let base = BaseMesh::rectangle(size, size, cells, cells)
         .expect("mesh")
         .map_positions(|p| {
-            let q = DVec3::new(f64::from(p.x - 0.5 * size), 0.0, f64::from(p.y - 0.5 * size));
+            let q = DVec3::new(
+                f64::from(p.x - 0.5 * size),
+                0.0,
+                f64::from(p.y - 0.5 * size),
+            );
             (tilt * q + centre).as_vec3()
         });
     let mesh = ClothMesh::new(&base).expect("mesh");

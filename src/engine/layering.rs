@@ -198,7 +198,7 @@ impl ClothLayers {
 
     /// Steps every cloth one frame of `dt` seconds among the others, against `colliders`: the
     /// stages in order, round by round, the cloths of a round stepped in parallel (rayon).
-    /// Returns each cloth's report.
+    /// Writes each cloth's report into `reports` (its memory reused).
     pub fn step(
         &mut self,
         cloths: &mut [Cloth],
