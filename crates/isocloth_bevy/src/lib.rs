@@ -88,7 +88,9 @@ use isocloth::{
 };
 use thiserror::Error;
 
-pub use isocloth::ecs::{ClothCollisionGroups, ClothConfigOverride, ClothSim, ClothSystems};
+pub use isocloth::ecs::{
+    ClothCollisionGroups, ClothConfigOverride, ClothLayer, ClothLayering, ClothSim, ClothSystems,
+};
 
 /// Adds isocloth to a Bevy app: the [`ClothConfig`] and [`ClothColliders`] resources (where
 /// missing), the systems in their numbered sets on `FixedUpdate`, and the fixed timestep.
