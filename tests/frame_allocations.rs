@@ -10,6 +10,8 @@ use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
 use glam::Vec3;
 use isocloth::{BaseMesh, Cloth, ClothMesh, Material, SolverMethod, SolverSettings};
 
+mod common;
+
 /// Counts every allocation and reallocation in the process, on any thread (rayon workers
 /// included), and forwards to the system allocator.
 struct Counting;
@@ -230,19 +232,7 @@ fn layered_frame_allocates_nothing_after_warm_up() {
     use glam::{DQuat, DVec3};
     use isocloth::{ClothLayers, ColliderSet, ColliderShape, LayerSettings, Pose, Workspace};
     let sheet = |size: f32, cells: usize, turn: f64, centre: DVec3| {
-        let tilt = DQuat::from_rotation_y(turn);
-        let base = BaseMesh::rectangle(size, size, cells, cells)
-            .unwrap()
-            .map_positions(|p| {
-                let q = DVec3::new(
-                    f64::from(p.x - 0.5 * size),
-                    0.0,
-                    f64::from(p.y - 0.5 * size),
-                );
-                (tilt * q + centre).as_vec3()
-            });
-        let mesh = ClothMesh::new(&base).unwrap();
-        Cloth::from_mesh(mesh, Material::default(), &[], SolverSettings::default()).unwrap()
+        common::turned_sheet(size, cells, DQuat::from_rotation_y(turn), centre, &[])
     };
     let mut colliders = ColliderSet::new();
     colliders.add(ColliderShape::Plane, Pose::IDENTITY).unwrap();

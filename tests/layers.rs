@@ -4,16 +4,13 @@
 
 use glam::{DQuat, DVec3};
 use isocloth::layers::{layer_crossings, layer_separation};
-use isocloth::{
-    BaseMesh, Cloth, ClothLayers, ClothMesh, ColliderSet, ColliderShape, LayerError, LayerSettings,
-    Material, Pose, SolverSettings,
-};
+use isocloth::{Cloth, ClothLayers, ColliderSet, ColliderShape, LayerError, LayerSettings, Pose};
+
+mod common;
 
 const DT: f64 = 1.0 / 60.0;
 
-/// A `size` m square sheet of `cells` x `cells` cells, turned by `tilt` and centred at
-/// `centre`, pinned at the listed base corners (0..4: the grid's corners), thrown at
-/// `velocity`.
+/// A `size` m square sheet (see `common::turned_sheet`) thrown at `velocity`.
 fn sheet(
     size: f32,
     cells: usize,
@@ -22,27 +19,7 @@ fn sheet(
     pins: &[usize],
     velocity: DVec3,
 ) -> Cloth {
-    let base = BaseMesh::rectangle(size, size, cells, cells)
-        .unwrap()
-        .map_positions(|p| {
-            let q = DVec3::new(
-                f64::from(p.x - 0.5 * size),
-                0.0,
-                f64::from(p.y - 0.5 * size),
-            );
-            (tilt * q + centre).as_vec3()
-        });
-    let mesh = ClothMesh::new(&base).unwrap();
-    let corners = [
-        BaseMesh::grid_index(cells, 0, 0),
-        BaseMesh::grid_index(cells, cells, 0),
-        BaseMesh::grid_index(cells, 0, cells),
-        BaseMesh::grid_index(cells, cells, cells),
-    ];
-    let pinned: Vec<u32> = pins.iter().map(|&k| corners[k]).collect();
-    let pins = mesh.nodes_for_vertices(&pinned, false);
-    let mut cloth =
-        Cloth::from_mesh(mesh, Material::default(), &pins, SolverSettings::default()).unwrap();
+    let mut cloth = common::turned_sheet(size, cells, tilt, centre, pins);
     let v = vec![velocity; cloth.positions().len()];
     cloth.set_velocities(&v).unwrap();
     cloth

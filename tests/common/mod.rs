@@ -93,3 +93,35 @@ pub fn released_two_pin_square_strain(cells: usize, material: Material) -> (f64,
     }
     (max, mean)
 }
+
+/// A `size` m square sheet of `cells` x `cells` base cells, turned by `turn` and centred at
+/// `centre`, pinned at the listed base corners (0..4: the grid's corners), at the default
+/// budget.
+pub fn turned_sheet(
+    size: f32,
+    cells: usize,
+    turn: glam::DQuat,
+    centre: glam::DVec3,
+    corners: &[usize],
+) -> Cloth {
+    let base = BaseMesh::rectangle(size, size, cells, cells)
+        .unwrap()
+        .map_positions(|p| {
+            let q = glam::DVec3::new(
+                f64::from(p.x - 0.5 * size),
+                0.0,
+                f64::from(p.y - 0.5 * size),
+            );
+            (turn * q + centre).as_vec3()
+        });
+    let mesh = ClothMesh::new(&base).unwrap();
+    let all = [
+        BaseMesh::grid_index(cells, 0, 0),
+        BaseMesh::grid_index(cells, cells, 0),
+        BaseMesh::grid_index(cells, 0, cells),
+        BaseMesh::grid_index(cells, cells, cells),
+    ];
+    let pinned: Vec<u32> = corners.iter().map(|&k| all[k]).collect();
+    let pins = mesh.nodes_for_vertices(&pinned, false);
+    Cloth::from_mesh(mesh, Material::default(), &pins, SolverSettings::default()).unwrap()
+}
