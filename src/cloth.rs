@@ -712,7 +712,8 @@ impl Cloth {
     }
 
     /// This cloth's surface for its layers' partners (stage 1 of [`crate::layers`]): its
-    /// model, positions and velocities copied into `surface` (its memory reused).
+    /// model and positions copied into `surface` (its memory reused), with its fastest node's
+    /// speed (how far it may move this frame).
     pub fn surface(&self, surface: &mut ClothSurface) {
         surface.capture(&self.model, &self.state.positions, &self.state.velocities);
     }
