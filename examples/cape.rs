@@ -27,7 +27,7 @@ use cape_scene::{CapeScene, DT};
 use isocloth::ecs::ClothConfig;
 use isocloth::rig::{BONES, CharacterRig};
 use render::{Camera, Grid, Style};
-use tiny_skia::{Pixmap, Transform};
+use tiny_skia::Pixmap;
 
 const FRAMES: usize = 600;
 
@@ -68,7 +68,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let (sheet_w, sheet_h, cols, rows) = (1280u32, 720u32, 4u32, 3u32);
     let (tile_w, tile_h) = (sheet_w / cols, sheet_h / rows);
-    let mut sheet = Pixmap::new(sheet_w, sheet_h).expect("nonzero size");
+    let mut sheet_tiles: Vec<Pixmap> = Vec::new();
     let tiles = (cols * rows) as usize;
     let mut times = Vec::with_capacity(FRAMES);
     let (mut max_strain, mut mean_strain, mut max_pen) = (0.0f64, 0.0f64, 0.0f64);
@@ -130,16 +130,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 )
             };
             if first_of_tile {
-                let img = draw(tile_w, tile_h);
-                let (x, y) = ((tile as u32 % cols) * tile_w, (tile as u32 / cols) * tile_h);
-                sheet.draw_pixmap(
-                    x as i32,
-                    y as i32,
-                    img.as_ref(),
-                    &tiny_skia::PixmapPaint::default(),
-                    Transform::identity(),
-                    None,
-                );
+                sheet_tiles.push(draw(tile_w, tile_h));
                 rows_out.push((t, phase, speed, m.max_strain, m.mean_strain, pen, ms));
             }
             if want_frame {
@@ -151,7 +142,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let sheet_path = out_dir.join("cape_contact_sheet.png");
-    sheet.save_png(&sheet_path)?;
+    render::save_sheet(&sheet_tiles, cols, &sheet_path)?;
 
     println!(
         "isocloth cape: {} bones ({} capsules), cape of {node_count} nodes, budget {} ({} x {}), 60 Hz, {FRAMES} frames, {}",

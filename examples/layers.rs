@@ -41,7 +41,7 @@ use isocloth::{
     StepReport,
 };
 use render::{Camera, ClothDraw, Grid, Style};
-use tiny_skia::{Pixmap, Transform};
+use tiny_skia::Pixmap;
 
 const DT: f64 = 1.0 / 60.0;
 const FRAMES: usize = 600;
@@ -54,17 +54,25 @@ const SEAT_AT: f64 = 4.85;
 /// 0.36 m at the hem, 24 x 6 base cells, its top ring pinned.
 fn skirt(settings: SolverSettings) -> Result<Cloth, Box<dyn std::error::Error>> {
     let (around, along, length) = (24, 6, SKIRT_LENGTH);
-    let (top, r_top, r_hem) = (1.05f32, 0.2f32, 0.36f32);
     let base = BaseMesh::tube(1.0, length, around, along)?.map_positions(|p| {
-        let depth = (length - p.y) / length;
-        let r = r_top + (r_hem - r_top) * depth;
-        Vec3::new(p.x * r, top - length + p.y, p.z * r)
+        let y = SKIRT_TOP - length + p.y;
+        let r = skirt_radius(y, 0.0);
+        Vec3::new(p.x * r, y, p.z * r)
     });
-    let mesh = ClothMesh::new(&base)?;
     let ring: Vec<u32> = (0..around as u32)
         .map(|i| i + (along * around) as u32)
         .collect();
-    let pins = mesh.nodes_for_vertices(&ring, true);
+    pinned_cloth(&base, &ring, settings)
+}
+
+/// A cloth of `base` with the listed base vertices (and the edges between them) pinned.
+fn pinned_cloth(
+    base: &BaseMesh,
+    vertices: &[u32],
+    settings: SolverSettings,
+) -> Result<Cloth, Box<dyn std::error::Error>> {
+    let mesh = ClothMesh::new(base)?;
+    let pins = mesh.nodes_for_vertices(vertices, true);
     Ok(Cloth::from_mesh(
         mesh,
         Material::default(),
@@ -75,12 +83,13 @@ fn skirt(settings: SolverSettings) -> Result<Cloth, Box<dyn std::error::Error>> 
 
 /// The skirt's radius at height `y` (with `margin` added), as built.
 fn skirt_radius(y: f32, margin: f32) -> f32 {
-    let depth = ((1.05 - y) / SKIRT_LENGTH).clamp(0.0, 1.0);
+    let depth = ((SKIRT_TOP - y) / SKIRT_LENGTH).clamp(0.0, 1.0);
     0.2 + 0.16 * depth + margin
 }
 
-/// The skirt's length (m).
+/// The skirt's length and the height of its waist (m).
 const SKIRT_LENGTH: f32 = 0.4;
+const SKIRT_TOP: f32 = 1.05;
 
 /// The cape: the demo cape's size (0.5 x 0.9 m, 10 x 18 cells) hanging from the shoulders at
 /// z = -0.19 m, its lower part wrapped 3 cm outside the skirt's back.
@@ -97,15 +106,8 @@ fn cape(settings: SolverSettings) -> Result<Cloth, Box<dyn std::error::Error>> {
         };
         Vec3::new(x, y, -(0.19f32.max(wrap)))
     });
-    let mesh = ClothMesh::new(&base)?;
     let top: Vec<u32> = (0..=cx).map(|i| BaseMesh::grid_index(cx, i, cy)).collect();
-    let pins = mesh.nodes_for_vertices(&top, true);
-    Ok(Cloth::from_mesh(
-        mesh,
-        Material::default(),
-        &pins,
-        settings,
-    )?)
+    pinned_cloth(&base, &top, settings)
 }
 
 /// Which cloths a run steps.
@@ -313,42 +315,31 @@ fn run(
 }
 
 fn contact_sheet(shots: &[Shot], path: &std::path::Path) -> Result<(), Box<dyn std::error::Error>> {
-    let (w, h) = (320u32, 240u32);
-    let cols = SHOTS.len() as u32;
-    let rows = (shots.len() as u32).div_ceil(cols);
-    let mut sheet = Pixmap::new(w * cols, h * rows).expect("nonzero size");
-    for (k, s) in shots.iter().enumerate() {
-        let style = Style {
-            ground: Some(Grid {
-                center: s.ground,
-                spacing: 0.25,
-                lines: 8,
-            }),
-            body_outlines: true,
-            far_body_depth: false,
-        };
-        let draws: Vec<ClothDraw<'_>> = s
-            .cloths
-            .iter()
-            .map(|(p, i, tint)| ClothDraw {
-                positions: p,
-                indices: i,
-                tint: Some(*tint),
-            })
-            .collect();
-        let img = render::render_cloths(&s.camera, &draws, None, &s.bodies, &style, w, h);
-        let (x, y) = ((k as u32 % cols) * w, (k as u32 / cols) * h);
-        sheet.draw_pixmap(
-            x as i32,
-            y as i32,
-            img.as_ref(),
-            &tiny_skia::PixmapPaint::default(),
-            Transform::identity(),
-            None,
-        );
-    }
-    sheet.save_png(path)?;
-    Ok(())
+    let tiles: Vec<Pixmap> = shots
+        .iter()
+        .map(|s| {
+            let style = Style {
+                ground: Some(Grid {
+                    center: s.ground,
+                    spacing: 0.25,
+                    lines: 8,
+                }),
+                body_outlines: true,
+                far_body_depth: false,
+            };
+            let draws: Vec<ClothDraw<'_>> = s
+                .cloths
+                .iter()
+                .map(|(p, i, tint)| ClothDraw {
+                    positions: p,
+                    indices: i,
+                    tint: Some(*tint),
+                })
+                .collect();
+            render::render_cloths(&s.camera, &draws, None, &s.bodies, &style, 320, 240)
+        })
+        .collect();
+    render::save_sheet(&tiles, SHOTS.len() as u32, path)
 }
 
 fn main() {

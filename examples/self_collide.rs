@@ -37,7 +37,7 @@ use isocloth::{
     SolverSettings,
 };
 use render::{Camera, Grid, Style};
-use tiny_skia::{Pixmap, Transform};
+use tiny_skia::Pixmap;
 
 const DT: f64 = 1.0 / 60.0;
 /// Snapshots per scene in the contact sheet.
@@ -266,32 +266,30 @@ fn tube(
 }
 
 fn contact_sheet(shots: &[Shot], path: &std::path::Path) -> Result<(), Box<dyn std::error::Error>> {
-    let (w, h) = (320u32, 240u32);
-    let rows = shots.len().div_ceil(TILES) as u32;
-    let mut sheet = Pixmap::new(w * TILES as u32, h * rows).expect("nonzero size");
-    for (k, s) in shots.iter().enumerate() {
-        let style = Style {
-            ground: s.ground.map(|center| Grid {
-                center,
-                spacing: 0.25,
-                lines: 8,
-            }),
-            body_outlines: true,
-            far_body_depth: false,
-        };
-        let img = render::render(&s.camera, &s.positions, &s.indices, &s.bodies, &style, w, h);
-        let (x, y) = ((k % TILES) as u32 * w, (k / TILES) as u32 * h);
-        sheet.draw_pixmap(
-            x as i32,
-            y as i32,
-            img.as_ref(),
-            &tiny_skia::PixmapPaint::default(),
-            Transform::identity(),
-            None,
-        );
-    }
-    sheet.save_png(path)?;
-    Ok(())
+    let tiles: Vec<Pixmap> = shots
+        .iter()
+        .map(|s| {
+            let style = Style {
+                ground: s.ground.map(|center| Grid {
+                    center,
+                    spacing: 0.25,
+                    lines: 8,
+                }),
+                body_outlines: true,
+                far_body_depth: false,
+            };
+            render::render(
+                &s.camera,
+                &s.positions,
+                &s.indices,
+                &s.bodies,
+                &style,
+                320,
+                240,
+            )
+        })
+        .collect();
+    render::save_sheet(&tiles, TILES as u32, path)
 }
 
 fn main() {

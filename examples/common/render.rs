@@ -478,3 +478,29 @@ fn outline_segment(pixmap: &mut Pixmap, a: (f32, f32), b: (f32, f32), width: f32
     };
     pixmap.stroke_path(&outline, &paint, &thin, Transform::identity(), None);
 }
+
+/// Lays `tiles` (all of one size) out in rows of `columns` and saves them as one PNG at `path`:
+/// an example's contact sheet.
+#[allow(dead_code)]
+pub fn save_sheet(
+    tiles: &[Pixmap],
+    columns: u32,
+    path: &std::path::Path,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let (w, h) = tiles.first().map_or((1, 1), |t| (t.width(), t.height()));
+    let rows = (tiles.len() as u32).div_ceil(columns).max(1);
+    let mut sheet = Pixmap::new(w * columns, h * rows).ok_or("empty contact sheet")?;
+    for (k, tile) in tiles.iter().enumerate() {
+        let (x, y) = ((k as u32 % columns) * w, (k as u32 / columns) * h);
+        sheet.draw_pixmap(
+            x as i32,
+            y as i32,
+            tile.as_ref(),
+            &tiny_skia::PixmapPaint::default(),
+            Transform::identity(),
+            None,
+        );
+    }
+    sheet.save_png(path)?;
+    Ok(())
+}

@@ -185,52 +185,11 @@ impl SelfTopology {
         &self,
         bvh_boxes: &[Aabb],
         stack: &mut Vec<(u32, u32)>,
-        mut f: impl FnMut(u32, u32),
+        f: impl FnMut(u32, u32),
     ) {
-        let bvh = &self.bvh;
-        stack.clear();
-        if !bvh.is_empty() {
-            stack.push((0, 0));
-        }
-        while let Some((a, b)) = stack.pop() {
-            let (na, nb) = (bvh[a as usize], bvh[b as usize]);
-            if a == b {
-                if na.left != NONE {
-                    stack.push((na.left, na.left));
-                    stack.push((na.right, na.right));
-                    stack.push((na.left, na.right));
-                }
-                continue;
-            }
-            if !bvh_boxes[a as usize].overlaps(&bvh_boxes[b as usize]) {
-                continue;
-            }
-            let size = |k: u32| {
-                let bx = &bvh_boxes[k as usize];
-                (bx.max - bx.min).length_squared()
-            };
-            // Descend a node that is not a leaf, the larger box when both are not.
-            let split_a = match (na.left == NONE, nb.left == NONE) {
-                (true, true) => {
-                    f(na.right, nb.right);
-                    continue;
-                }
-                (false, true) => true,
-                (true, false) => false,
-                (false, false) => size(a) >= size(b),
-            };
-            if split_a {
-                stack.push((na.left, b));
-                stack.push((na.right, b));
-            } else {
-                stack.push((a, nb.left));
-                stack.push((a, nb.right));
-            }
-        }
+        self.walk(bvh_boxes, self, bvh_boxes, true, stack, f);
     }
-}
 
-impl SelfTopology {
     /// Calls `f(t, u)` for every triangle `t` of `self` and `u` of `other` whose boxes meet,
     /// by the two hierarchies (refitted into `boxes` and `other_boxes`) against each other;
     /// `stack` is working memory.
@@ -240,6 +199,21 @@ impl SelfTopology {
         other: &SelfTopology,
         other_boxes: &[Aabb],
         stack: &mut Vec<(u32, u32)>,
+        f: impl FnMut(u32, u32),
+    ) {
+        self.walk(boxes, other, other_boxes, false, stack, f);
+    }
+
+    /// The traversal of both: pairs of hierarchy nodes whose boxes meet, descending the one
+    /// that is not a leaf (the larger box when neither is). With `same` (`other` is `self`),
+    /// a node against itself stands for its children's pairs, so each pair comes once.
+    fn walk(
+        &self,
+        boxes: &[Aabb],
+        other: &SelfTopology,
+        other_boxes: &[Aabb],
+        same: bool,
+        stack: &mut Vec<(u32, u32)>,
         mut f: impl FnMut(u32, u32),
     ) {
         let (ba, bb) = (&self.bvh, &other.bvh);
@@ -248,11 +222,19 @@ impl SelfTopology {
             stack.push((0, 0));
         }
         while let Some((a, b)) = stack.pop() {
+            let (na, nb) = (ba[a as usize], bb[b as usize]);
+            if same && a == b {
+                if na.left != NONE {
+                    stack.push((na.left, na.left));
+                    stack.push((na.right, na.right));
+                    stack.push((na.left, na.right));
+                }
+                continue;
+            }
             let (box_a, box_b) = (&boxes[a as usize], &other_boxes[b as usize]);
             if !box_a.overlaps(box_b) {
                 continue;
             }
-            let (na, nb) = (ba[a as usize], bb[b as usize]);
             let split_a = match (na.left == NONE, nb.left == NONE) {
                 (true, true) => {
                     f(na.right, nb.right);
@@ -734,7 +716,6 @@ pub(crate) type RawPair = (bool, u32, u32);
 pub(crate) struct SelfContact {
     /// Whether this substep collides the cloth with itself.
     pub(crate) enabled: bool,
-    thickness: f64,
     pub(crate) pairs: Vec<Pair>,
     raw: Vec<RawPair>,
     /// The cloth's swept boxes for its pairs against itself.
@@ -928,7 +909,6 @@ impl SelfContact {
         self.impacts = 0;
         self.w_max = 0.0;
         if let Some(thickness) = thickness {
-            self.thickness = thickness;
             let reach = thickness * (1.0 + SLACK_THICKNESSES);
             self.broad_phase(topo, x_start, x_pred, 0.5 * reach);
             let raw = std::mem::take(&mut self.raw);
@@ -1500,7 +1480,6 @@ mod tests {
         let before = com(&x);
         let side = side_of(false, [x[0], x[1], x[2], x[3]]);
         let sc = SelfContact {
-            thickness: 0.004,
             pairs: vec![Pair {
                 key: (false, 0, 0),
                 nodes: [0, 1, 2, 3],

@@ -455,8 +455,11 @@ pub struct ClothLayering {
     layers: Option<ClothLayers>,
     /// The layered entities in layer order, with their groups, when the layers were built.
     built_for: Vec<(Entity, CollisionGroups)>,
-    /// Scratch: this tick's layered entities in layer order.
-    entities: Vec<(u32, Entity, CollisionGroups)>,
+    /// Scratch of a tick: the layered entities in layer order (order, entity, groups, index
+    /// among the stepped cloths), each stepped cloth's place in that order, and the reverse.
+    entities: Vec<(u32, Entity, CollisionGroups, usize)>,
+    place: Vec<Option<usize>>,
+    order: Vec<usize>,
     /// The last error building the layers, if any.
     pub error: Option<LayerError>,
 }
@@ -899,13 +902,13 @@ fn step_layered(
 ) -> bool {
     let mut entities = std::mem::take(&mut layering.entities);
     entities.clear();
-    for (entity, _, _, groups) in all.iter() {
+    for (i, (entity, _, _, groups)) in all.iter().enumerate() {
         if let Ok(layer) = layered.get(*entity) {
             let g = groups.map_or(CollisionGroups::ALL, |g| g.0);
-            entities.push((layer.order, *entity, g));
+            entities.push((layer.order, *entity, g, i));
         }
     }
-    entities.sort_unstable_by_key(|&(order, entity, _)| (order, entity));
+    entities.sort_unstable_by_key(|&(order, entity, ..)| (order, entity));
     let same = entities.len() == layering.built_for.len()
         && entities
             .iter()
@@ -915,7 +918,7 @@ fn step_layered(
         layering.built_for.clear();
         layering
             .built_for
-            .extend(entities.iter().map(|&(_, e, g)| (e, g)));
+            .extend(entities.iter().map(|&(_, e, g, _)| (e, g)));
         let groups: Vec<CollisionGroups> = layering.built_for.iter().map(|b| b.1).collect();
         match ClothLayers::by_groups(layering.settings, &groups) {
             Ok(l) => {
@@ -928,23 +931,38 @@ fn step_layered(
             }
         }
     }
+    // Per stepped cloth, its place in the layer order (or none), and the reverse.
+    let (mut place, mut order) = (
+        std::mem::take(&mut layering.place),
+        std::mem::take(&mut layering.order),
+    );
+    place.clear();
+    place.resize(all.len(), None);
+    order.clear();
+    for (p, &(.., i)) in entities.iter().enumerate() {
+        place[i] = Some(p);
+        order.push(i);
+    }
     layering.entities = entities;
+    let stepped = step_rounds(all, config, set, layering, &place, &order);
+    (layering.place, layering.order) = (place, order);
+    stepped
+}
+
+/// The rounds of [`step_layered`] over the cloths' places in the layer order.
+fn step_rounds(
+    all: &mut [StepItem<'_>],
+    config: &ClothConfig,
+    set: &ColliderSet,
+    layering: &mut ClothLayering,
+    place: &[Option<usize>],
+    order: &[usize],
+) -> bool {
     let Some(layers) = layering.layers.as_mut() else {
         return false;
     };
-    if layering.built_for.len() < 2 {
+    if order.len() < 2 {
         return false;
-    }
-    // Per query item, its place in the layer order (or none).
-    let place: Vec<Option<usize>> = all
-        .iter()
-        .map(|(e, ..)| layering.built_for.iter().position(|b| b.0 == *e))
-        .collect();
-    let mut order: Vec<usize> = vec![0; layering.built_for.len()];
-    for (i, p) in place.iter().enumerate() {
-        if let Some(p) = p {
-            order[*p] = i;
-        }
     }
     let dt = config.timestep;
     for (_, sim, over, groups) in all.iter_mut() {
