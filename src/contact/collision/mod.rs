@@ -1487,6 +1487,13 @@ impl ContactPass {
         std::mem::swap(&mut self.cache, cache);
         std::mem::swap(&mut self.limit_warm, limit_forces);
         forces.clear();
+        // A cloth's contact forces are at most one per node: a list that must grow grows to
+        // that bound at once, so a cloth whose contact set jitters to a new most does not
+        // allocate in a later frame.
+        let engaged = self.warm_body.iter().filter(|&&b| b != u32::MAX).count();
+        if engaged > forces.capacity() {
+            forces.reserve_exact(self.warm_body.len());
+        }
         for (i, ((&body, &force), &anchor)) in self
             .warm_body
             .iter()
@@ -1811,6 +1818,14 @@ impl ContactPass {
     pub fn set_response(&mut self, u: &[DVec3], compliance: &[f64]) {
         self.w_max = 0.0;
         self.cache.clear();
+        // The measured set is about one entry per node in contact: grown to the node count at
+        // once (see `store`).
+        let engaged = self.candidates.iter().filter(|c| c.engaged).count();
+        if engaged > self.cache.nodes.capacity() {
+            let bound = engaged.max(u.len());
+            self.cache.nodes.reserve_exact(bound);
+            self.cache.compliance.reserve_exact(bound);
+        }
         for c in &mut self.candidates {
             c.measured = c.engaged;
             if c.engaged {
