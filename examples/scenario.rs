@@ -3,7 +3,8 @@
 //! Scenario runner for tuning budgets per platform: reads a scenario file (RON, see
 //! `isocloth::scenario` and `scenarios/`), runs it headless through the bevy_ecs layer and prints a
 //! table, then one JSON line (the cape demo's figures plus `conformity_residual` and
-//! `nan_frames`). Optionally writes one OBJ per frame.
+//! `nan_frames`; with layers, each cloth's strain, `crossings` and `min_separation_m`).
+//! Optionally writes one OBJ per frame (a layered cloth's as `NAME_layerK_FRAME.obj`).
 //!
 //! Run: `cargo run --release --example scenario -- scenarios/banner.ron [--obj DIR]
 //! [--preset mobile|console|desktop|PRESET.ron]` (under a second for the banner, a few seconds
@@ -143,6 +144,30 @@ pub fn runner(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 
     for (measure, value) in rows {
         report.push_str(&format!("{measure:<22} {value}\n"));
     }
+    let layered = sum.cloth_max_strain.len() > 1;
+    if layered {
+        for (k, strain) in sum.cloth_max_strain.iter().enumerate() {
+            let who = if k == 0 {
+                "cloth".to_string()
+            } else {
+                format!("layer {k}")
+            };
+            report.push_str(&format!("{:<22} {strain:>12.2e}\n", who + " max strain"));
+        }
+        report.push_str(&format!(
+            "{:<22} {:>12}\n{:<22} {:>12}\n{:<22} {:>12.2e}\n",
+            "crossings",
+            sum.crossings,
+            "crossing frames",
+            sum.crossing_frames,
+            "min separation (m)",
+            sum.min_separation_m
+        ));
+    }
+    let separation = sum
+        .min_separation_m
+        .is_finite()
+        .then_some(sum.min_separation_m);
     let json = serde_json::json!({
         "scenario": name,
         "frames": sum.frames,
@@ -157,6 +182,10 @@ pub fn runner(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 
         "max_penetration_m": sum.max_penetration_m,
         "conformity_residual": sum.conformity_residual,
         "nan_frames": sum.nan_frames,
+        "cloth_max_strain": sum.cloth_max_strain,
+        "crossings": sum.crossings,
+        "crossing_frames": sum.crossing_frames,
+        "min_separation_m": separation,
     });
     report.push_str(&format!("{json}\n"));
     let _ = out.write_all(report.as_bytes());

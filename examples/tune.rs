@@ -4,7 +4,9 @@
 //! scenario runner's format) at each candidate of [`isocloth::tuning::ladder`] (1 to 4 substeps
 //! x 1 to 10 iterations of the accelerated local-global map) and at a converged reference, and chooses the
 //! candidate that fits the frame budget by the documented rule ([`isocloth::tuning`]: no
-//! rollback, max strain and penetration within bounds, then least trajectory error).
+//! rollback, no layer crossing, max strain and penetration within bounds, then least
+//! trajectory error). A scenario with `layers` is timed and judged with every cloth: the frame
+//! time holds the layers' work, the max strain is the worst cloth's.
 //!
 //! Run: `cargo run --release --example tune -- SCENARIO.ron --ms 0.5 [--check CHECK.ron ...]
 //! [--speed 0.35] [--out preset.ron] [--name NAME] [--fit median|p99] [--max-strain 0.1]
@@ -47,7 +49,7 @@
 //! `check_family` (per check, its members),
 //! `budget_ms`, `speed`, `rule`, `reference` (`window_frames`, `window_seconds`), `candidates`
 //! (per candidate `label`, `substeps`, `iterations`, `frame_ms_median`, `frame_ms_p99`,
-//! `max_strain`, `mean_strain`, `pinned_max_strain`, `penetration_m`, `trajectory_error`, `rollbacks`, `in_budget`,
+//! `max_strain`, `mean_strain`, `pinned_max_strain`, `penetration_m`, `trajectory_error`, `rollbacks`, `crossings`, `in_budget`,
 //! `frontier`), `chosen`, `plot`, `preset`. Errors print one `error:` line and exit with
 //! status 1.
 
@@ -217,6 +219,7 @@ pub fn record(sum: Summary) -> RunRecord {
         penetration_m: sum.max_penetration_m,
         rollbacks: sum.recoveries,
         non_finite_frames: sum.nan_frames,
+        crossings: sum.crossings,
     }
 }
 
@@ -503,6 +506,10 @@ fn print_table(
         }
         if frontier.contains(&i) {
             notes.push("frontier");
+        }
+        let crossed = format!("{} layer crossings", f.crossings);
+        if f.crossings > 0 {
+            notes.push(&crossed);
         }
         if chosen == Some(i) {
             notes.push("CHOSEN");

@@ -135,6 +135,7 @@ mod checks {
         crate::AttachmentSettings,
         crate::ColliderShape,
         crate::LimitSettings,
-        crate::SelfCollisionSettings
+        crate::SelfCollisionSettings,
+        crate::LayerSettings
     );
 }

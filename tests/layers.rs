@@ -270,13 +270,7 @@ fn ecs_layers_match_the_core_and_follow_groups() {
             }
             ids.push(e.id());
         }
-        let mut worst = 0;
-        for _ in 0..60 {
-            schedule.run(&mut world);
-            let a = &world.get::<ClothSim>(ids[0]).unwrap().cloth;
-            let b = &world.get::<ClothSim>(ids[1]).unwrap().cloth;
-            worst = worst.max(crossings(a, b));
-        }
+        let worst = worst_crossings(&mut world, &mut schedule, [ids[0], ids[1]], 60);
         let positions: Vec<Vec<DVec3>> = ids
             .iter()
             .map(|&e| world.get::<ClothSim>(e).unwrap().cloth.positions().to_vec())
@@ -292,4 +286,71 @@ fn ecs_layers_match_the_core_and_follow_groups() {
     let apart = [CollisionGroups::new(1, 1), CollisionGroups::new(2, 2)];
     let (worst, _) = world_run(Some(apart));
     assert!(worst > 10, "{worst}");
+}
+
+/// With level of detail (a `ClothLod` whose ladder simulates every tick at 2 x 5 of the
+/// accelerated map), the layered entities step among each other at their rung: the two thrown
+/// sheets never cross in 1 s (without layers they do, see above), and both cloths' ticks are
+/// measured for the scheduler (its last tick's total is its layered steps' time).
+#[cfg(feature = "ecs")]
+#[test]
+fn layers_hold_under_level_of_detail() {
+    use bevy_ecs::prelude::*;
+    use isocloth::ecs::{
+        ClothColliders, ClothLayer, ClothLayering, ClothLod, ClothSim, add_cloth_systems,
+        init_cloth_resources,
+    };
+    use isocloth::{ClothBudget, Rung, SolverMethod};
+    let mut world = World::new();
+    init_cloth_resources(&mut world);
+    world.resource_mut::<ClothColliders>().set = ground();
+    world.insert_resource(ClothLayering::new(LayerSettings::default()));
+    let ladder = vec![Rung::Simulate {
+        substeps: 2,
+        iterations: 5,
+        method: SolverMethod::Anderson { history: 5 },
+    }];
+    let budget = ClothBudget {
+        frame_ms: 1000.0,
+        ladder,
+        ..Default::default()
+    };
+    world.insert_resource(ClothLod::new(budget).unwrap());
+    let mut schedule = Schedule::default();
+    add_cloth_systems(&mut schedule);
+    let ids: Vec<Entity> = thrown()
+        .into_iter()
+        .enumerate()
+        .map(|(k, c)| {
+            world
+                .spawn((ClothSim::new(c), ClothLayer { order: k as u32 }))
+                .id()
+        })
+        .collect();
+    let worst = worst_crossings(&mut world, &mut schedule, [ids[0], ids[1]], 60);
+    assert_eq!(worst, 0);
+    assert!(world.get::<ClothSim>(ids[0]).unwrap().last_error.is_none());
+    let lod = world.resource::<ClothLod>();
+    assert_eq!(lod.rung_of(ids[0]), Some(0));
+    assert!(lod.last_total_ms() > 0.0);
+}
+
+/// Runs `schedule` `frames` times; the most triangle pairs of the two cloth entities `ids`
+/// crossed after any frame.
+#[cfg(feature = "ecs")]
+fn worst_crossings(
+    world: &mut bevy_ecs::world::World,
+    schedule: &mut bevy_ecs::schedule::Schedule,
+    ids: [bevy_ecs::entity::Entity; 2],
+    frames: usize,
+) -> usize {
+    use isocloth::ecs::ClothSim;
+    let mut worst = 0;
+    for _ in 0..frames {
+        schedule.run(world);
+        let a = &world.get::<ClothSim>(ids[0]).unwrap().cloth;
+        let b = &world.get::<ClothSim>(ids[1]).unwrap().cloth;
+        worst = worst.max(crossings(a, b));
+    }
+    worst
 }

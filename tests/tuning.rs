@@ -330,8 +330,9 @@ fn tune_writes_a_preset_that_loads() {
 }
 
 /// A check scenario's run, taken into a candidate's record, makes the rule see the worse of
-/// the two runs' max strain, mean strain and penetration (NaN if either is), and the rollbacks
-/// and non-finite frames of both, while the trajectory stays the primary run's (exactly).
+/// the two runs' max strain, mean strain and penetration (NaN if either is), and the rollbacks,
+/// non-finite frames and layer crossings of both, while the trajectory stays the primary run's
+/// (exactly); a record with a layer crossing is not admitted.
 #[test]
 fn a_check_run_makes_the_rule_see_the_worst_figures() {
     let primary = RunRecord {
@@ -342,6 +343,7 @@ fn a_check_run_makes_the_rule_see_the_worst_figures() {
         penetration_m: 2e-4,
         rollbacks: 1,
         non_finite_frames: 0,
+        crossings: 0,
     };
     let check = RunRecord {
         centre_of_mass: vec![DVec3::Z; 7],
@@ -351,6 +353,7 @@ fn a_check_run_makes_the_rule_see_the_worst_figures() {
         penetration_m: 1e-3,
         rollbacks: 2,
         non_finite_frames: 1,
+        crossings: 4,
     };
     let mut r = primary.clone();
     r.absorb_check(&check);
@@ -359,6 +362,26 @@ fn a_check_run_makes_the_rule_see_the_worst_figures() {
     assert_eq!(r.penetration_m, 1e-3);
     assert_eq!(r.pinned_max_strain, 0.02);
     assert_eq!((r.rollbacks, r.non_finite_frames), (3, 1));
+    assert_eq!(r.crossings, 4);
+    let crossed = RunRecord {
+        crossings: 1,
+        rollbacks: 0,
+        ..primary.clone()
+    };
+    let figures = |r: &RunRecord| {
+        Figures::new(
+            Candidate::reference(),
+            r,
+            &[0.1],
+            &Reference::from_runs(&[], &[], 1.0),
+            1.0,
+        )
+    };
+    assert!(!Rule::default().admits(&figures(&crossed)));
+    assert!(Rule::default().admits(&figures(&RunRecord {
+        crossings: 0,
+        ..crossed.clone()
+    })));
     let mut nan = primary.clone();
     nan.absorb_check(&RunRecord {
         max_strain: f64::NAN,

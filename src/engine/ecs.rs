@@ -54,7 +54,7 @@ use crate::collision::{
 };
 use crate::error::ClothError;
 use crate::layering::ClothLayers;
-use crate::layers::{LayerError, LayerSettings};
+use crate::layers::{LayerError, LayerSettings, Partners};
 use crate::limits::LimitSettings;
 use crate::load::{checked, count, positive, vector};
 use crate::lod::{ClothBudget, FrameTrim, LodId, LodModels, LodScheduler, Rung};
@@ -445,8 +445,11 @@ pub struct ClothLayer {
 /// Layers in the ECS layer (a [`Resource`]: insert one to turn them on for the
 /// [`ClothLayer`] entities): their settings, and the frame's stages ([`ClothLayers`]), rebuilt
 /// when the layered entities or their groups change. [`step_cloths`] steps the layered cloths
-/// round by round (each round's cloths in parallel with every other cloth); the cloths a
-/// [`ClothLod`] plans step without layers.
+/// round by round (each round's cloths in parallel with every other cloth). With a
+/// [`ClothLod`], a layered cloth steps among its partners on a rung simulated every tick, and
+/// its measured time (the layers' work included) feeds the scheduler's estimates; on a
+/// half-rate rung, following the skin or asleep it moves as that rung moves it, and its
+/// partners see that motion.
 #[derive(Resource, Debug, Default)]
 pub struct ClothLayering {
     /// How the layers meet (validated when the layers are built; a bad setting leaves every
@@ -460,6 +463,8 @@ pub struct ClothLayering {
     entities: Vec<(u32, Entity, CollisionGroups, usize)>,
     place: Vec<Option<usize>>,
     order: Vec<usize>,
+    /// Scratch of a tick without level of detail: each cloth's slot of [`step_rounds`].
+    slots: Vec<(Entity, f64, bool)>,
     /// The last error building the layers, if any.
     pub error: Option<LayerError>,
 }
@@ -832,11 +837,41 @@ pub fn step_cloths(
     let config = &*config;
     let set = &colliders.set;
     let mut all: Vec<_> = cloths.iter_mut().collect();
+    let mut layering = layering.filter(|_| !all.is_empty());
     let Some(mut lod) = lod else {
-        if let Some(mut layering) = layering
-            && step_layered(&mut all, config, set, &mut layering, &layered)
+        if let Some(layering) = layering.as_deref_mut()
+            && order_layers(&all, layering, &layered)
         {
-            return;
+            for (_, sim, over, groups) in all.iter_mut() {
+                let cfg = over.map_or(config, |o| &o.0);
+                if let Err(e) = configure(&mut sim.cloth, cfg, *groups, true) {
+                    sim.last_error = Some(e);
+                }
+            }
+            let mut slots = std::mem::take(&mut layering.slots);
+            let stepped = step_rounds(
+                &mut all,
+                config.timestep,
+                layering,
+                &mut slots,
+                |item, partners| {
+                    let (_, sim, over, _) = item;
+                    let cfg = over.map_or(config, |o| &o.0);
+                    let sim = &mut **sim;
+                    let result = match partners {
+                        Some(p) => crate::workspace::with_thread_workspace(|ws| {
+                            sim.cloth.step_among(cfg.timestep, set, p, ws)
+                        }),
+                        None => sim.cloth.step_with(cfg.timestep, set),
+                    };
+                    finish_step(sim, result.map(Some));
+                    (0.0, true)
+                },
+            );
+            layering.slots = slots;
+            if stepped {
+                return;
+            }
         }
         all.par_iter_mut().for_each(|(_, sim, over, groups)| {
             let cfg = over.map_or(config, |o| &o.0);
@@ -851,31 +886,48 @@ pub fn step_cloths(
     let mut timings = std::mem::take(&mut lod.timings);
     let shared = &*lod;
     let wall = std::time::Instant::now();
-    all.par_iter_mut()
-        .map(|(entity, sim, over, groups)| {
-            let cfg = over.map_or(config, |o| &o.0);
-            let sim = &mut **sim;
-            let Some(t) = shared.tracked.get(entity) else {
-                return (*entity, 0.0, true);
-            };
-            let rung = shared.scheduler.rung(t.id).unwrap_or(0);
-            let start = std::time::Instant::now();
-            let result = configure(&mut sim.cloth, cfg, *groups, false).and_then(|_| {
-                let turn = (shared.ticks + u64::from(t.turn)).is_multiple_of(2);
-                shared.models[t.class as usize].tick(
-                    &mut sim.cloth,
-                    rung,
-                    (t.behind, turn),
-                    cfg.timestep,
-                    set,
-                )
-            });
-            let ms = start.elapsed().as_secs_f64() * 1e3;
-            let advanced = result.as_ref().map_or(true, |r| r.advanced);
-            finish_step(sim, result.map(|r| r.report));
-            (*entity, ms, advanced)
-        })
-        .collect_into_vec(&mut timings);
+    // One cloth's tick at its rung (among its layers' partners where it has them), timed: the
+    // scheduler's estimates hold the layers' work.
+    let tick = |item: &mut StepItem<'_>, partners: Option<Partners<'_>>| {
+        let (entity, sim, over, groups) = item;
+        let cfg = over.map_or(config, |o| &o.0);
+        let sim = &mut **sim;
+        let Some(t) = shared.tracked.get(entity) else {
+            return (0.0, true);
+        };
+        let rung = shared.scheduler.rung(t.id).unwrap_or(0);
+        let start = std::time::Instant::now();
+        let result = configure(&mut sim.cloth, cfg, *groups, false).and_then(|_| {
+            let turn = (shared.ticks + u64::from(t.turn)).is_multiple_of(2);
+            shared.models[t.class as usize].tick_among(
+                &mut sim.cloth,
+                rung,
+                (t.behind, turn),
+                cfg.timestep,
+                set,
+                partners,
+            )
+        });
+        let ms = start.elapsed().as_secs_f64() * 1e3;
+        let advanced = result.as_ref().map_or(true, |r| r.advanced);
+        finish_step(sim, result.map(|r| r.report));
+        (ms, advanced)
+    };
+    let layered_tick = match layering.as_deref_mut() {
+        Some(layering) => {
+            order_layers(&all, layering, &layered)
+                && step_rounds(&mut all, config.timestep, layering, &mut timings, tick)
+        }
+        None => false,
+    };
+    if !layered_tick {
+        all.par_iter_mut()
+            .map(|item| {
+                let (ms, advanced) = tick(item, None);
+                (item.0, ms, advanced)
+            })
+            .collect_into_vec(&mut timings);
+    }
     let wall_ms = wall.elapsed().as_secs_f64() * 1e3;
     lod.record_tick(&timings, wall_ms);
     lod.timings = timings;
@@ -889,14 +941,12 @@ type StepItem<'a> = (
     Option<&'a ClothCollisionGroups>,
 );
 
-/// [`step_cloths`] with layers: the [`ClothLayer`] cloths step round by round among their
-/// partners (the stages of [`crate::layers`]), every other cloth in the first round. Returns
-/// false (nothing stepped) when there are fewer than two layered cloths or the layers cannot be
-/// built.
-fn step_layered(
-    all: &mut [StepItem<'_>],
-    config: &ClothConfig,
-    set: &ColliderSet,
+/// The layer order of this tick: the [`ClothLayer`] cloths among `all` sorted by order (then
+/// entity), the layers rebuilt when they or their groups changed, and each stepped cloth's
+/// place in the order. Returns false (step without layers) when fewer than two cloths are
+/// layered or the layers cannot be built.
+fn order_layers(
+    all: &[StepItem<'_>],
     layering: &mut ClothLayering,
     layered: &Query<&ClothLayer>,
 ) -> bool {
@@ -932,70 +982,57 @@ fn step_layered(
         }
     }
     // Per stepped cloth, its place in the layer order (or none), and the reverse.
-    let (mut place, mut order) = (
-        std::mem::take(&mut layering.place),
-        std::mem::take(&mut layering.order),
-    );
-    place.clear();
-    place.resize(all.len(), None);
-    order.clear();
+    layering.place.clear();
+    layering.place.resize(all.len(), None);
+    layering.order.clear();
     for (p, &(.., i)) in entities.iter().enumerate() {
-        place[i] = Some(p);
-        order.push(i);
+        layering.place[i] = Some(p);
+        layering.order.push(i);
     }
     layering.entities = entities;
-    let stepped = step_rounds(all, config, set, layering, &place, &order);
-    (layering.place, layering.order) = (place, order);
-    stepped
+    layering.layers.is_some() && layering.order.len() >= 2
 }
 
-/// The rounds of [`step_layered`] over the cloths' places in the layer order.
+/// Steps every cloth one tick round by round (after [`order_layers`]): the layered cloths in
+/// their rounds among their partners, every other cloth in the first round, each by `step`
+/// (which returns its measured ms and whether its state advanced, written to `out` with the
+/// entity, in `all`'s order). Returns false (nothing stepped) when the frame cannot begin.
 fn step_rounds(
     all: &mut [StepItem<'_>],
-    config: &ClothConfig,
-    set: &ColliderSet,
+    dt: f64,
     layering: &mut ClothLayering,
-    place: &[Option<usize>],
-    order: &[usize],
+    out: &mut Vec<(Entity, f64, bool)>,
+    step: impl Fn(&mut StepItem<'_>, Option<Partners<'_>>) -> (f64, bool) + Sync,
 ) -> bool {
-    let Some(layers) = layering.layers.as_mut() else {
+    let ClothLayering {
+        layers,
+        place,
+        order,
+        ..
+    } = layering;
+    let Some(layers) = layers.as_mut() else {
         return false;
     };
-    if order.len() < 2 {
-        return false;
-    }
-    let dt = config.timestep;
-    for (_, sim, over, groups) in all.iter_mut() {
-        let cfg = over.map_or(config, |o| &o.0);
-        if let Err(e) = configure(&mut sim.cloth, cfg, *groups, true) {
-            sim.last_error = Some(e);
-        }
-    }
     if layers
         .begin_frame(order.iter().map(|&i| &all[i].1.cloth), dt)
         .is_err()
     {
         return false;
     }
+    out.clear();
+    out.extend(all.iter().map(|item| (item.0, 0.0, true)));
     for round in 0..layers.rounds() {
         let this = &*layers;
         all.par_iter_mut()
             .zip(place.par_iter())
-            .for_each(|((_, sim, over, _), place)| {
-                let cfg = over.map_or(config, |o| &o.0);
+            .zip(out.par_iter_mut())
+            .for_each(|((item, place), slot)| {
                 let at = place.map_or(0, |p| this.round(p));
                 if at != round {
                     return;
                 }
-                let sim = &mut **sim;
-                let result = match place {
-                    Some(p) => crate::workspace::with_thread_workspace(|ws| {
-                        sim.cloth
-                            .step_among(cfg.timestep, set, this.partners(*p), ws)
-                    }),
-                    None => sim.cloth.step_with(cfg.timestep, set),
-                };
-                finish_step(sim, result.map(Some));
+                let (ms, advanced) = step(item, place.map(|p| this.partners(p)));
+                (slot.1, slot.2) = (ms, advanced);
             });
         for (p, &i) in order.iter().enumerate() {
             if layers.round(p) == round {

@@ -56,6 +56,7 @@ use serde::{Deserialize, Serialize};
 use crate::cloth::{Cloth, StepReport};
 use crate::collision::ColliderSet;
 use crate::error::{ClothError, non_negative, positive};
+use crate::layers::Partners;
 use crate::model::{ClothModel, SolverMethod, SolverSettings};
 
 /// Plans in a row whose estimate must overrun the budget before kept cloths step down within
@@ -817,6 +818,22 @@ impl LodModels {
         dt: f64,
         colliders: &ColliderSet,
     ) -> Result<LodTick, ClothError> {
+        self.tick_among(cloth, rung, (behind, turn), dt, colliders, None)
+    }
+
+    /// [`LodModels::tick`] among a layered cloth's `partners` ([`crate::layers`]): a rung
+    /// simulated every tick, stepping one tick, steps with [`Cloth::step_among`]; any other
+    /// tick (half rate, catching up, following the skin, asleep) as [`LodModels::tick`] does,
+    /// without the partners.
+    pub fn tick_among(
+        &self,
+        cloth: &mut Cloth,
+        rung: usize,
+        (behind, turn): (u32, bool),
+        dt: f64,
+        colliders: &ColliderSet,
+        partners: Option<Partners<'_>>,
+    ) -> Result<LodTick, ClothError> {
         let Some(entry) = self.rungs.get(rung) else {
             return Err(ClothError::InvalidSetting {
                 name: "rung",
@@ -840,9 +857,15 @@ impl LodModels {
                     ..*settings
                 };
                 cloth.set_model(model.clone(), s)?;
-                cloth
-                    .step_with(elapsed, colliders)
-                    .map(|r| advanced(Some(r)))
+                match partners {
+                    Some(p) if !half && behind == 1 => {
+                        crate::workspace::with_thread_workspace(|ws| {
+                            cloth.step_among(elapsed, colliders, p, ws)
+                        })
+                    }
+                    _ => cloth.step_with(elapsed, colliders),
+                }
+                .map(|r| advanced(Some(r)))
             }
             None if self.ladder[rung] == Rung::FollowSkin => cloth
                 .follow_skin(elapsed, FOLLOW_BLEND, FOLLOW_SPEED)

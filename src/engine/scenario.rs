@@ -9,7 +9,12 @@
 //! `contact: (groups: ...)`, see [`crate::CollisionGroups`]),
 //! whether pins follow the character's chest and clavicles, gravity, wind, contact settings,
 //! game constraints (`limits`, [`crate::LimitSettings`]), self-collision (`self_collision`,
-//! [`crate::SelfCollisionSettings`]) and the frame count. See `scenarios/*.ron` and the `scenario` example.
+//! [`crate::SelfCollisionSettings`]), cloths layered over the scenario's cloth (`layers:
+//! Some((settings: (thickness: 0.005, friction: 0.3), cloths: [(mesh: ..., placement: ...,
+//! pins: ..., material: ..., attach_pins: false)]))`, [`crate::layers`]: the scenario's cloth
+//! is the inner layer, the listed ones follow outward; each takes the scenario's budget,
+//! contact, wind, self-collision and scalar game constraints) and the frame count. See
+//! `scenarios/*.ron` and the `scenario` example.
 //!
 //! A malformed or hostile file gives one [`ScenarioError`] naming the problem: sizes,
 //! coordinates and frame counts are capped so a file cannot make the runner hang or exhaust
@@ -38,14 +43,16 @@ use crate::collision::{
 };
 use crate::ecs::{
     BoneCollider, BonePose, BudgetPreset, ClothAttachments, ClothColliders, ClothCollisionGroups,
-    ClothConfig, ClothRenderMesh, ClothSim, add_cloth_systems, init_cloth_resources,
-    spawn_character_bones,
+    ClothConfig, ClothConfigOverride, ClothLayer, ClothLayering, ClothRenderMesh, ClothSim,
+    add_cloth_systems, init_cloth_resources, spawn_character_bones,
 };
 use crate::energy::Material;
 use crate::error::RonError;
+use crate::layers::{LayerSettings, layer_crossings, layer_separation};
 use crate::limits::LimitSettings;
 use crate::load::{Validate, checked, count, positive, read_if, tuple, vector};
 use crate::mesh::{BaseMesh, ClothMesh};
+use crate::model::SolverSettings;
 use crate::obj::{ObjMesh, ObjOptions};
 use crate::rig::{self, Animation, CharacterRig};
 use crate::self_contact::SelfCollisionSettings;
@@ -163,6 +170,9 @@ struct Scenario {
     /// The cloth against itself (default: off).
     #[serde(default, deserialize_with = "checked")]
     self_collision: SelfCollisionSettings,
+    /// Cloths layered over the scenario's cloth (default: none).
+    #[serde(default)]
+    layers: Option<LayersSpec>,
     /// Frames run.
     #[serde(deserialize_with = "count::<_, 1, MAX_FRAMES>")]
     frames: u32,
@@ -179,6 +189,54 @@ fn wind<'de, D: Deserializer<'de>>(d: D) -> Result<Option<DVec3>, D::Error> {
         Aerodynamics::cloth(w).check().map_err(D::Error::custom)?;
     }
     Ok(w)
+}
+
+/// Most cloths layered over a scenario's cloth.
+const MAX_LAYERS: usize = 8;
+
+/// Cloths layered over the scenario's cloth ([`crate::layers`]): the scenario's cloth is the
+/// inner layer, the listed cloths follow it outward in order; every two whose collision groups
+/// meet keep `settings.thickness` apart.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LayersSpec {
+    /// Thickness and friction between the layers (default [`LayerSettings::default`]).
+    #[serde(default, deserialize_with = "checked")]
+    settings: LayerSettings,
+    /// The layered cloths (1 to [`MAX_LAYERS`]), inner first.
+    #[serde(deserialize_with = "layer_cloths")]
+    cloths: Vec<LayerCloth>,
+}
+
+/// One layered cloth: its mesh, placement, pins and material as the scenario's own; its
+/// budget, contact, wind, self-collision and the scalar game constraints are the scenario's
+/// (per-node constraint arrays belong to the scenario's cloth and are left out). Its fields
+/// repeat the scenario's: serde's `deny_unknown_fields` does not combine with `flatten`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LayerCloth {
+    mesh: MeshSource,
+    #[serde(default)]
+    placement: Placement,
+    #[serde(default)]
+    pins: Pins,
+    #[serde(default, deserialize_with = "checked")]
+    material: Material,
+    /// Pins follow the character's chest and clavicles, as the scenario's cloth's do with
+    /// `character.attach_pins` (default `false`; needs `character`).
+    #[serde(default)]
+    attach_pins: bool,
+}
+
+fn layer_cloths<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<LayerCloth>, D::Error> {
+    let cloths = Vec::<LayerCloth>::deserialize(d)?;
+    if cloths.is_empty() || cloths.len() > MAX_LAYERS {
+        return Err(D::Error::custom(format!(
+            "give 1 to {MAX_LAYERS} layered cloths, got {}",
+            cloths.len()
+        )));
+    }
+    Ok(cloths)
 }
 
 #[derive(Deserialize)]
@@ -487,9 +545,15 @@ pub fn obj_mesh(reader: &mut impl std::io::BufRead) -> Result<BaseMesh, Scenario
         .map_err(|e| e.to_string().into())
 }
 
-/// The scenario's base mesh, placed, and the OBJ it came from (to locate mesh errors in it).
-fn base_mesh(s: &Scenario, dir: &Path) -> Fallible<(BaseMesh, Option<ObjMesh>)> {
-    let (base, obj) = match &s.mesh {
+/// A cloth's base mesh, placed, and the OBJ it came from (to locate mesh errors in it); errors
+/// name `at` (the cloth's path of fields, empty for the scenario's own) before `mesh`.
+fn base_mesh(
+    mesh: &MeshSource,
+    placement: &Placement,
+    dir: &Path,
+    at: &str,
+) -> Fallible<(BaseMesh, Option<ObjMesh>)> {
+    let (base, obj) = match mesh {
         MeshSource::Rectangle {
             width,
             height,
@@ -502,7 +566,7 @@ fn base_mesh(s: &Scenario, dir: &Path) -> Fallible<(BaseMesh, Option<ObjMesh>)> 
                 *cells_x as usize,
                 *cells_y as usize,
             )
-            .map_err(|e| ScenarioError::at("mesh.Rectangle", e))?,
+            .map_err(|e| ScenarioError::at(format!("{at}mesh.Rectangle"), e))?,
             None,
         ),
         MeshSource::Disc {
@@ -515,31 +579,32 @@ fn base_mesh(s: &Scenario, dir: &Path) -> Fallible<(BaseMesh, Option<ObjMesh>)> 
         ),
         MeshSource::Obj { path, keep_open } => {
             let file = dir.join(path);
-            let at = |e: &dyn std::fmt::Display| {
-                ScenarioError::at("mesh.Obj", format!("{}: {e}", file.display()))
+            let fail = |e: &dyn std::fmt::Display| {
+                ScenarioError::at(format!("{at}mesh.Obj"), format!("{}: {e}", file.display()))
             };
-            let reader = std::fs::File::open(&file).map_err(|e| at(&e))?;
+            let reader = std::fs::File::open(&file).map_err(|e| fail(&e))?;
             let options = ObjOptions {
                 keep_open: keep_open.clone(),
             };
             let obj = ObjMesh::read(&mut std::io::BufReader::new(reader), &options)
-                .map_err(|e| at(&e))?;
+                .map_err(|e| fail(&e))?;
             (obj.base.clone(), Some(obj))
         }
     };
-    let place = Pose::new(s.placement.translation, rotation(s.placement.rotation_deg));
+    let place = Pose::new(placement.translation, rotation(placement.rotation_deg));
     let placed = base.map_positions(|p| place.transform_point(p.as_dvec3()).as_vec3());
     Ok((placed, obj))
 }
 
-fn pinned_vertices(s: &Scenario, base: &BaseMesh) -> Fallible<Vec<u32>> {
+/// The base vertices `pins` names on `base`; errors name `at` before `pins`.
+fn pinned_vertices(pins: &Pins, base: &BaseMesh, at: &str) -> Fallible<Vec<u32>> {
     let count = base.positions.len();
-    match &s.pins {
+    match pins {
         Pins::None => Ok(Vec::new()),
         Pins::Vertices(v) => {
             if let Some(k) = v.iter().position(|&i| i as usize >= count) {
                 return Err(ScenarioError::at(
-                    format!("pins.Vertices[{k}]"),
+                    format!("{at}pins.Vertices[{k}]"),
                     format!(
                         "vertex {} does not exist (the mesh has {count} vertices)",
                         v[k]
@@ -562,7 +627,7 @@ fn pinned_vertices(s: &Scenario, base: &BaseMesh) -> Fallible<Vec<u32>> {
                     .iter()
                     .fold(-Vec3::INFINITY, |a, &p| a.max(p));
                 return Err(ScenarioError::at(
-                    "pins.Box",
+                    format!("{at}pins.Box"),
                     format!(
                         "no vertex lies in the box from {} to {} (the placed mesh spans {} to {})",
                         tuple(*min),
@@ -575,6 +640,71 @@ fn pinned_vertices(s: &Scenario, base: &BaseMesh) -> Fallible<Vec<u32>> {
             Ok(inside)
         }
     }
+}
+
+/// What [`build_cloth`] builds a cloth from: the scenario's own cloth's fields, or a layer's.
+struct ClothSpec<'a> {
+    mesh: &'a MeshSource,
+    placement: &'a Placement,
+    pins: &'a Pins,
+    material: Material,
+    attach_pins: bool,
+}
+
+/// A cloth from `spec` at `settings`, its start moved by a variation's `seed` (0: not moved).
+/// Errors name `at` (the cloth's path of fields, empty for the scenario's own) before the
+/// field.
+fn build_cloth(
+    spec: &ClothSpec<'_>,
+    at: &str,
+    dir: &Path,
+    settings: &SolverSettings,
+    seed: u64,
+) -> Fallible<Cloth> {
+    let (base, obj) = base_mesh(spec.mesh, spec.placement, dir, at)?;
+    let pinned = pinned_vertices(spec.pins, &base, at)?;
+    if spec.attach_pins && pinned.is_empty() {
+        return Err(ScenarioError::at(
+            if at.is_empty() {
+                "character.attach_pins".to_string()
+            } else {
+                format!("{at}attach_pins")
+            },
+            "needs pinned vertices (pins is empty)",
+        ));
+    }
+    // Every edge borders at most two triangles, so subdivision gives at least V + 3T/2 nodes:
+    // refuse an oversized mesh before building it.
+    let at_least = base.positions.len() + 3 * base.triangles.len() / 2;
+    if at_least > MAX_NODES {
+        return Err(ScenarioError::at(
+            format!("{at}mesh"),
+            format!("at least {at_least} nodes after subdivision, at most {MAX_NODES}"),
+        ));
+    }
+    let mesh = ClothMesh::new(&base).map_err(|e| match &obj {
+        Some(obj) => ScenarioError::at(format!("{at}mesh.Obj"), obj.describe(&e)),
+        None => ScenarioError::at(format!("{at}mesh"), e),
+    })?;
+    if mesh.node_count() > MAX_NODES {
+        return Err(ScenarioError::at(
+            format!("{at}mesh"),
+            format!(
+                "{} nodes after subdivision, at most {MAX_NODES}",
+                mesh.node_count()
+            ),
+        ));
+    }
+    let pins = mesh.nodes_for_vertices(&pinned, true);
+    let mut cloth = Cloth::from_mesh(mesh, spec.material, &pins, *settings)
+        .map_err(|e| ScenarioError::at(format!("{at}material"), e))?;
+    if seed != 0 {
+        let moved = jittered(cloth.positions(), seed, 1e-9);
+        cloth
+            .set_positions(&moved)
+            .map_err(|e| ScenarioError::at("variation", e))?;
+    }
+    Ok(cloth)
 }
 
 fn keyframe_pose(keys: &[Keyframe], t: f64) -> Pose {
@@ -599,11 +729,11 @@ fn keyframe_pose(keys: &[Keyframe], t: f64) -> Pose {
 pub struct Summary {
     /// Frames run.
     pub frames: u32,
-    /// Cloth nodes.
+    /// Cloth nodes (of every cloth, layered ones included).
     pub nodes: usize,
     /// Wall time of each tick, ms.
     pub times: Vec<f64>,
-    /// Worst max render-mesh strain over the frames.
+    /// Worst max render-mesh strain over the frames (and the cloths).
     pub max_strain: f64,
     /// Worst mean strain over the frames.
     pub mean_strain: f64,
@@ -622,6 +752,17 @@ pub struct Summary {
     pub centre_of_mass: Vec<DVec3>,
     /// Times the cloth went back to its last good state after a non-finite step (rollbacks).
     pub recoveries: u64,
+    /// Per cloth, its worst max render-mesh strain over the frames: the scenario's cloth, then
+    /// its layered cloths inner first. `max_strain` is the worst of them.
+    pub cloth_max_strain: Vec<f64>,
+    /// Pairs of layered cloths' triangles that intersect ([`crate::layers::layer_crossings`]),
+    /// summed over every pair of cloths and every frame (0 without layers).
+    pub crossings: u64,
+    /// Frames with a crossing.
+    pub crossing_frames: u32,
+    /// The least distance between two layered cloths over the frames, within 5 cm
+    /// ([`crate::layers::layer_separation`]; infinite without layers or farther apart).
+    pub min_separation_m: f64,
 }
 
 /// Reads, validates and runs the scenario file at `path` headless through the ECS layer,
@@ -761,6 +902,8 @@ pub struct LoadedScenario {
     bone_entities: Vec<Entity>,
     keyed: Vec<(Entity, Vec<Keyframe>)>,
     cloth_entity: Entity,
+    /// The layered cloths' entities, inner first (empty without `layers`).
+    layer_entities: Vec<Entity>,
     nodes: usize,
     has_wind: bool,
 }
@@ -800,7 +943,6 @@ pub fn load_varied(
             }
         }
     }
-    let (base, obj) = base_mesh(&s, dir)?;
     let shapes = s
         .colliders
         .iter()
@@ -813,36 +955,6 @@ pub fn load_varied(
             Ok(shape)
         })
         .collect::<Fallible<Vec<_>>>()?;
-    let pinned = pinned_vertices(&s, &base)?;
-    if s.character.as_ref().is_some_and(|c| c.attach_pins) && pinned.is_empty() {
-        return Err(ScenarioError::at(
-            "character.attach_pins",
-            "needs pinned vertices (pins is empty)",
-        ));
-    }
-    // Every edge borders at most two triangles, so subdivision gives at least V + 3T/2 nodes:
-    // refuse an oversized mesh before building it.
-    let at_least = base.positions.len() + 3 * base.triangles.len() / 2;
-    if at_least > MAX_NODES {
-        return Err(ScenarioError::at(
-            "mesh",
-            format!("at least {at_least} nodes after subdivision, at most {MAX_NODES}"),
-        ));
-    }
-    let mesh = ClothMesh::new(&base).map_err(|e| match &obj {
-        Some(obj) => ScenarioError::at("mesh.Obj", obj.describe(&e)),
-        None => ScenarioError::at("mesh", e),
-    })?;
-    if mesh.node_count() > MAX_NODES {
-        return Err(ScenarioError::at(
-            "mesh",
-            format!(
-                "{} nodes after subdivision, at most {MAX_NODES}",
-                mesh.node_count()
-            ),
-        ));
-    }
-    let pins = mesh.nodes_for_vertices(&pinned, true);
     let budget = match &s.budget {
         Budget::Mobile => BudgetPreset::mobile(),
         Budget::Console => BudgetPreset::console(),
@@ -853,13 +965,35 @@ pub fn load_varied(
     let settings = budget
         .settings(1.0 / 60.0, gravity)
         .map_err(|e| ScenarioError::at("budget", e))?;
-    let mut cloth = Cloth::from_mesh(mesh, s.material, &pins, settings)
-        .map_err(|e| ScenarioError::at("material", e))?;
-    if variation.seed != 0 {
-        let moved = jittered(cloth.positions(), variation.seed, 1e-9);
-        cloth
-            .set_positions(&moved)
-            .map_err(|e| ScenarioError::at("variation", e))?;
+    let attach = s.character.as_ref().is_some_and(|c| c.attach_pins);
+    let own = ClothSpec {
+        mesh: &s.mesh,
+        placement: &s.placement,
+        pins: &s.pins,
+        material: s.material,
+        attach_pins: attach,
+    };
+    let mut cloth = build_cloth(&own, "", dir, &settings, variation.seed)?;
+    let mut layered = Vec::new();
+    if let Some(spec) = &s.layers {
+        for (k, c) in spec.cloths.iter().enumerate() {
+            let at = format!("layers.cloths[{k}].");
+            if c.attach_pins && s.character.is_none() {
+                return Err(ScenarioError::at(
+                    at + "attach_pins",
+                    "needs `character` (there is none)",
+                ));
+            }
+            let one = ClothSpec {
+                mesh: &c.mesh,
+                placement: &c.placement,
+                pins: &c.pins,
+                material: c.material,
+                attach_pins: c.attach_pins,
+            };
+            let layer = build_cloth(&one, &at, dir, &settings, variation.seed)?;
+            layered.push((layer, c.attach_pins));
+        }
     }
     let aero = s.wind.map(Aerodynamics::cloth).unwrap_or_default();
     let config = ClothConfig {
@@ -932,11 +1066,12 @@ pub fn load_varied(
             keyed.push((e, keys.clone()));
         }
     }
-    let nodes = cloth.positions().len();
-    let mut entity = world.spawn(ClothRenderMesh::default());
-    if let (Some(spec), Some(_)) = (&s.character, &rig)
-        && spec.attach_pins
-    {
+    let nodes =
+        cloth.positions().len() + layered.iter().map(|l| l.0.positions().len()).sum::<usize>();
+    let attach = |cloth: &Cloth, at: &str| -> Fallible<Option<ClothAttachments>> {
+        let (Some(spec), Some(_)) = (&s.character, &rig) else {
+            return Ok(None);
+        };
         let bindings = rig::shoulder_bindings(cloth.positions(), cloth.pins(), &poses[0]);
         let settings = AttachmentSettings {
             linear_inertia: spec.linear_inertia,
@@ -944,18 +1079,69 @@ pub fn load_varied(
             ..Default::default()
         };
         // Every node is skinned as the pins are, for max distance and backstops.
-        let all: Vec<u32> = (0..nodes as u32).collect();
+        let all: Vec<u32> = (0..cloth.positions().len() as u32).collect();
         let skin = rig::shoulder_bindings(cloth.positions(), &all, &poses[0]);
-        let attachments = Attachments::bind(&cloth, &bindings, &poses, 0, settings)
-            .and_then(|a| a.with_skin(&cloth, &skin, &poses))
-            .map_err(|e| ScenarioError::at("character", e))?;
-        entity.insert(ClothAttachments {
+        let attachments = Attachments::bind(cloth, &bindings, &poses, 0, settings)
+            .and_then(|a| a.with_skin(cloth, &skin, &poses))
+            .map_err(|e| ScenarioError::at(at, e))?;
+        Ok(Some(ClothAttachments {
             bones: bone_entities.clone(),
             attachments,
             last_error: None,
-        });
+        }))
+    };
+    let own_attachments = if s.character.as_ref().is_some_and(|c| c.attach_pins) {
+        attach(&cloth, "character")?
+    } else {
+        None
+    };
+    let mut layer_parts = Vec::with_capacity(layered.len());
+    for (k, (layer, attach_pins)) in layered.into_iter().enumerate() {
+        let attachments = if attach_pins {
+            attach(&layer, &format!("layers.cloths[{k}].attach_pins"))?
+        } else {
+            None
+        };
+        layer_parts.push((layer, attachments));
     }
-    let cloth_entity = entity.insert(ClothSim::new(cloth)).id();
+    let mut entity = world.spawn((ClothRenderMesh::default(), ClothSim::new(cloth)));
+    if let Some(a) = own_attachments {
+        entity.insert(a);
+    }
+    let cloth_entity = entity.id();
+    let mut layer_entities = Vec::with_capacity(layer_parts.len());
+    if let Some(spec) = &s.layers {
+        world
+            .entity_mut(cloth_entity)
+            .insert(ClothLayer { order: 0 });
+        world.insert_resource(ClothLayering::new(spec.settings));
+        // The layered cloths take the scenario's settings but its per-node constraint arrays,
+        // which are numbered by the scenario's cloth's nodes.
+        let mut config = world.resource::<ClothConfig>().clone();
+        config.limits.max_distance.clear();
+        config.limits.backstop_distance.clear();
+        config.limits.backstop_radius.clear();
+        for (k, (mut layer, attachments)) in layer_parts.into_iter().enumerate() {
+            layer
+                .set_contact_settings(config.contact)
+                .and_then(|_| layer.set_aerodynamics(config.aero))
+                .and_then(|_| layer.set_limit_settings(config.limits.clone()))
+                .and_then(|_| layer.set_self_collision(config.self_collision))
+                .map_err(|e| ScenarioError::at(format!("layers.cloths[{k}]"), e))?;
+            let mut entity = world.spawn((
+                ClothRenderMesh::default(),
+                ClothSim::new(layer),
+                ClothLayer {
+                    order: k as u32 + 1,
+                },
+                ClothConfigOverride(config.clone()),
+            ));
+            if let Some(a) = attachments {
+                entity.insert(a);
+            }
+            layer_entities.push(entity.id());
+        }
+    }
     Ok(LoadedScenario {
         name: s.name,
         frames: s.frames,
@@ -966,6 +1152,7 @@ pub fn load_varied(
         bone_entities,
         keyed,
         cloth_entity,
+        layer_entities,
         nodes,
         has_wind: s.wind.is_some_and(|w| w != DVec3::ZERO),
     })
@@ -1010,22 +1197,25 @@ impl LoadedScenario {
         (hi - lo).max_element().max(0.0)
     }
 
-    /// Runs the scenario at `budget` instead of the file's (the cloth is refactored now, so
-    /// that the first frame's time is a frame's).
+    /// Runs the scenario at `budget` instead of the file's, every cloth (the cloths are
+    /// refactored now, so that the first frame's time is a frame's).
     pub fn set_budget(&mut self, budget: BudgetPreset) -> Result<(), ScenarioError> {
         let mut config = self.world.resource_mut::<ClothConfig>();
-        config.budget = budget;
+        config.budget = budget.clone();
         let settings = config
             .budget
             .settings(config.timestep, config.gravity)
             .map_err(|e| ScenarioError::at("budget", e))?;
-        let mut sim = self
-            .world
-            .get_mut::<ClothSim>(self.cloth_entity)
-            .ok_or("cloth vanished")?;
-        sim.cloth
-            .set_settings(settings)
-            .map_err(|e| ScenarioError::at("budget", e))
+        for &e in std::iter::once(&self.cloth_entity).chain(&self.layer_entities) {
+            if let Some(mut over) = self.world.get_mut::<ClothConfigOverride>(e) {
+                over.0.budget = budget.clone();
+            }
+            let mut sim = self.world.get_mut::<ClothSim>(e).ok_or("cloth vanished")?;
+            sim.cloth
+                .set_settings(settings)
+                .map_err(|e| ScenarioError::at("budget", e))?;
+        }
+        Ok(())
     }
 
     /// Runs every frame, writing an OBJ per frame under `obj_dir` if given. Returns the name,
@@ -1051,9 +1241,13 @@ impl LoadedScenario {
             bone_entities,
             keyed,
             cloth_entity,
+            layer_entities,
             nodes,
             has_wind: _,
         } = self;
+        let cloths: Vec<Entity> = std::iter::once(cloth_entity)
+            .chain(layer_entities)
+            .collect();
 
         if let Some(dir) = obj_dir {
             std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -1071,6 +1265,10 @@ impl LoadedScenario {
             iterations: 0,
             centre_of_mass: Vec::with_capacity(frames as usize),
             recoveries: 0,
+            cloth_max_strain: vec![0.0; cloths.len()],
+            crossings: 0,
+            crossing_frames: 0,
+            min_separation_m: f64::INFINITY,
         };
         for frame in 0..frames {
             let t = (frame + 1) as f64 / 60.0;
@@ -1088,20 +1286,17 @@ impl LoadedScenario {
             let start = Instant::now();
             schedule.run(&mut world);
             sum.times.push(start.elapsed().as_secs_f64() * 1e3);
-            let sim = world
-                .get::<ClothSim>(cloth_entity)
-                .ok_or("cloth vanished")?;
-            if let Some(e) = &sim.last_error {
-                return Err(format!("frame {frame}: {e}").into());
-            }
-            sum.iterations = sim.last_step.iterations;
-            sum.recoveries = sim.cloth.recoveries();
-            sum.centre_of_mass.push(sim.cloth.center_of_mass());
-            let go_on = observe(frame, &sim.cloth);
-            if sim.cloth.positions().iter().any(|p| !p.is_finite()) {
-                sum.nan_frames += 1;
-            } else {
+            for (k, &entity) in cloths.iter().enumerate() {
+                let sim = world.get::<ClothSim>(entity).ok_or("cloth vanished")?;
+                if let Some(e) = &sim.last_error {
+                    return Err(format!("frame {frame}: {e}").into());
+                }
+                if sim.cloth.positions().iter().any(|p| !p.is_finite()) {
+                    sum.nan_frames += 1;
+                    break;
+                }
                 let m = sim.cloth.measures();
+                sum.cloth_max_strain[k] = sum.cloth_max_strain[k].max(m.max_strain);
                 sum.max_strain = sum.max_strain.max(m.max_strain);
                 sum.mean_strain = sum.mean_strain.max(m.mean_strain);
                 sum.pinned_max_strain = sum.pinned_max_strain.max(m.pinned_max_strain);
@@ -1119,11 +1314,31 @@ impl LoadedScenario {
                 sum.max_penetration_m = sum.max_penetration_m.max(pen);
                 if let Some(dir) = obj_dir {
                     let mesh = world
-                        .get::<ClothRenderMesh>(cloth_entity)
+                        .get::<ClothRenderMesh>(entity)
                         .ok_or("mesh vanished")?;
-                    write_obj(&dir.join(format!("{name}_{frame:05}.obj")), mesh)?;
+                    let file = match k {
+                        0 => format!("{name}_{frame:05}.obj"),
+                        k => format!("{name}_layer{k}_{frame:05}.obj"),
+                    };
+                    write_obj(&dir.join(file), mesh)?;
                 }
             }
+            if cloths.len() > 1 {
+                let crossed = crossings_and_separation(&world, &cloths, &mut sum)?;
+                sum.crossings += crossed;
+                sum.crossing_frames += u32::from(crossed > 0);
+            }
+            let sim = world
+                .get::<ClothSim>(cloth_entity)
+                .ok_or("cloth vanished")?;
+            sum.iterations = sim.last_step.iterations;
+            sum.recoveries = cloths
+                .iter()
+                .filter_map(|&e| world.get::<ClothSim>(e))
+                .map(|s| s.cloth.recoveries())
+                .sum();
+            sum.centre_of_mass.push(sim.cloth.center_of_mass());
+            let go_on = observe(frame, &sim.cloth);
             if !go_on {
                 sum.frames = frame + 1;
                 break;
@@ -1132,6 +1347,27 @@ impl LoadedScenario {
         let has_character = rig.is_some();
         Ok((name, has_character, sum))
     }
+}
+
+/// This frame's crossings between every two of `cloths` (summed), and their least separation
+/// folded into `sum`.
+fn crossings_and_separation(world: &World, cloths: &[Entity], sum: &mut Summary) -> Fallible<u64> {
+    let mut crossed = 0;
+    for (k, &a) in cloths.iter().enumerate() {
+        for &b in &cloths[k + 1..] {
+            let a = &world.get::<ClothSim>(a).ok_or("cloth vanished")?.cloth;
+            let b = &world.get::<ClothSim>(b).ok_or("cloth vanished")?.cloth;
+            let pair = (
+                (a.model().mesh().render_triangles(), a.positions()),
+                (b.model().mesh().render_triangles(), b.positions()),
+            );
+            crossed += layer_crossings(pair.0, pair.1) as u64;
+            sum.min_separation_m = sum
+                .min_separation_m
+                .min(layer_separation(pair.0, pair.1, 0.05));
+        }
+    }
+    Ok(crossed)
 }
 
 fn write_obj(path: &Path, mesh: &ClothRenderMesh) -> Fallible<()> {

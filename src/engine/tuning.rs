@@ -16,8 +16,9 @@
 //!
 //! **The rule** ([`Rule`], settable; defaults in its fields' docs): among the candidates whose
 //! frame fits the budget (median or 99th percentile, scaled to the device by its speed
-//! factor), keep those with no rollback, max strain at most [`Rule::max_strain`] and
-//! penetration at most [`Rule::max_penetration_m`]; pick the least trajectory error, on a tie
+//! factor), keep those with no rollback, no crossing between layered cloths
+//! ([`RunRecord::crossings`]), max strain at most [`Rule::max_strain`] and penetration at most
+//! [`Rule::max_penetration_m`]; pick the least trajectory error, on a tie
 //! the least max strain, then the cheaper frame. So the chosen candidate fits the budget and no
 //! other eligible candidate is better on the rule. Where the reference has no converged window
 //! (it differs from its check from the first frame on), no trajectory error exists and the
@@ -122,6 +123,9 @@ pub struct RunRecord {
     pub rollbacks: u64,
     /// Frames that ended with a non-finite position.
     pub non_finite_frames: u32,
+    /// Layered cloths' crossings, summed over the frames (a scenario with `layers`; see
+    /// [`crate::scenario::Summary::crossings`]).
+    pub crossings: u64,
 }
 
 impl RunRecord {
@@ -136,6 +140,7 @@ impl RunRecord {
         self.penetration_m = worst(self.penetration_m, check.penetration_m);
         self.rollbacks += check.rollbacks;
         self.non_finite_frames += check.non_finite_frames;
+        self.crossings += check.crossings;
     }
 }
 
@@ -228,6 +233,8 @@ pub struct Figures {
     pub trajectory_error: f64,
     /// Rollbacks (and frames that ended non-finite).
     pub rollbacks: u64,
+    /// Layered cloths' crossings (0 without layers).
+    pub crossings: u64,
     #[serde(skip)]
     candidate: Candidate,
 }
@@ -264,6 +271,7 @@ impl Figures {
             penetration_m: record.penetration_m,
             trajectory_error: reference.trajectory_error(&record.centre_of_mass),
             rollbacks: record.rollbacks + u64::from(record.non_finite_frames),
+            crossings: record.crossings,
             candidate,
         }
     }
@@ -342,10 +350,11 @@ impl Rule {
         }
     }
 
-    /// Whether `f` may be chosen once its frame fits: no rollback, strain and penetration
-    /// within bounds.
+    /// Whether `f` may be chosen once its frame fits: no rollback, no layer crossing, strain
+    /// and penetration within bounds.
     pub fn admits(&self, f: &Figures) -> bool {
         f.rollbacks == 0
+            && f.crossings == 0
             && f.max_strain <= self.max_strain
             && f.penetration_m <= self.max_penetration_m
     }
@@ -383,7 +392,7 @@ pub enum TuneError {
     },
     /// Candidates fit, but none meets the rule.
     #[error(
-        "{fitting} candidates fit {budget_ms} ms a frame but none meets the rule (no rollback, max strain <= {max_strain}, penetration <= {max_penetration_m} m); the least strained is {best} at {best_strain:.4}; the cheapest that meets the rule: {meets_rule}"
+        "{fitting} candidates fit {budget_ms} ms a frame but none meets the rule (no rollback, no layer crossing, max strain <= {max_strain}, penetration <= {max_penetration_m} m); the least strained is {best} at {best_strain:.4}; the cheapest that meets the rule: {meets_rule}"
     )]
     NoneMeetsRule {
         /// The budget (ms).
