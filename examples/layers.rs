@@ -25,6 +25,8 @@
 //! Run: `cargo run --release --example layers [-- --preset mobile|console|desktop]`
 //! (default console).
 
+#[path = "common/preset_arg.rs"]
+mod preset_arg;
 #[path = "common/render.rs"]
 #[allow(dead_code)]
 mod render;
@@ -355,17 +357,10 @@ fn main_inner() -> Result<(), Box<dyn std::error::Error>> {
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--preset" => {
-                preset = match args.next().as_deref() {
-                    Some("mobile") => BudgetPreset::mobile(),
-                    Some("console") => BudgetPreset::console(),
-                    Some("desktop") => BudgetPreset::desktop(),
-                    other => {
-                        return Err(format!(
-                            "--preset takes mobile, console or desktop, got {other:?}"
-                        )
-                        .into());
-                    }
-                }
+                let name = args
+                    .next()
+                    .ok_or("--preset takes mobile, console, desktop or FILE.ron")?;
+                preset = preset_arg::preset_named(&name)?;
             }
             other => {
                 return Err(format!("unknown argument {other:?} (option: --preset NAME)").into());

@@ -17,22 +17,12 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use isocloth::ecs::BudgetPreset;
+#[path = "common/preset_arg.rs"]
+mod preset_arg;
+
 use isocloth::rig::BONES;
 use isocloth::scenario::{ScenarioError, load, run};
-
-/// A shipped preset by name, or a preset file.
-fn preset_named(name: &str) -> Result<BudgetPreset, String> {
-    match name {
-        "mobile" => Ok(BudgetPreset::mobile()),
-        "console" => Ok(BudgetPreset::console()),
-        "desktop" => Ok(BudgetPreset::desktop()),
-        file => {
-            let text = std::fs::read_to_string(file).map_err(|e| format!("{file}: {e}"))?;
-            BudgetPreset::from_ron(&text).map_err(|e| format!("{file}: {e}"))
-        }
-    }
-}
+use preset_arg::preset_named;
 
 fn percentile(v: &[f64], q: f64) -> f64 {
     if v.is_empty() {

@@ -24,6 +24,8 @@
 
 #[path = "common/cape_scene.rs"]
 mod cape_scene;
+#[path = "common/preset_arg.rs"]
+mod preset_arg;
 #[path = "common/render.rs"]
 mod render;
 
@@ -307,17 +309,10 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--preset" => {
-                preset = match args.next().as_deref() {
-                    Some("mobile") => BudgetPreset::mobile(),
-                    Some("console") => BudgetPreset::console(),
-                    Some("desktop") => BudgetPreset::desktop(),
-                    other => {
-                        return Err(format!(
-                            "--preset takes mobile, console or desktop, got {other:?}"
-                        )
-                        .into());
-                    }
-                }
+                let name = args
+                    .next()
+                    .ok_or("--preset takes mobile, console, desktop or FILE.ron")?;
+                preset = preset_arg::preset_named(&name)?;
             }
             "--off" => enabled = false,
             "--scene" => only = Some(args.next().ok_or("--scene takes pile, cape or tube")?),

@@ -9,6 +9,9 @@
 //! Run: `cargo run --release --example soak -- 60` (one simulated hour; about 6 minutes here);
 //! `-- 30 --preset mobile|console|desktop|FILE.ron` picks the budget (default console).
 
+#[path = "common/preset_arg.rs"]
+mod preset_arg;
+
 use std::time::Instant;
 
 use bevy_ecs::prelude::*;
@@ -30,15 +33,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let name = args
                     .next()
                     .ok_or("--preset needs mobile|console|desktop|FILE.ron")?;
-                preset = match name.as_str() {
-                    "mobile" => BudgetPreset::mobile(),
-                    "console" => BudgetPreset::console(),
-                    "desktop" => BudgetPreset::desktop(),
-                    file => BudgetPreset::from_ron(
-                        &std::fs::read_to_string(file).map_err(|e| format!("{file}: {e}"))?,
-                    )
-                    .map_err(|e| format!("{file}: {e}"))?,
-                };
+                preset = preset_arg::preset_named(&name)?;
             }
             m => minutes = m.parse().map_err(|_| format!("unknown argument `{m}`"))?,
         }
