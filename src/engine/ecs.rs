@@ -831,13 +831,12 @@ pub fn step_cloths(
     config: Res<ClothConfig>,
     colliders: Res<ClothColliders>,
     lod: Option<ResMut<ClothLod>>,
-    layering: Option<ResMut<ClothLayering>>,
+    mut layering: Option<ResMut<ClothLayering>>,
     layered: Query<&ClothLayer>,
 ) {
     let config = &*config;
     let set = &colliders.set;
     let mut all: Vec<_> = cloths.iter_mut().collect();
-    let mut layering = layering.filter(|_| !all.is_empty());
     let Some(mut lod) = lod else {
         if let Some(layering) = layering.as_deref_mut()
             && order_layers(&all, layering, &layered)

@@ -1818,11 +1818,11 @@ impl ContactPass {
     pub fn set_response(&mut self, u: &[DVec3], compliance: &[f64]) {
         self.w_max = 0.0;
         self.cache.clear();
-        // The measured set is about one entry per node in contact: grown to the node count at
-        // once (see `store`).
-        let engaged = self.candidates.iter().filter(|c| c.engaged).count();
-        if engaged > self.cache.nodes.capacity() {
-            let bound = engaged.max(u.len());
+        // The measured set has at most an entry per candidate: a list too small for them takes
+        // the node count (or the candidates, if more) at once (see `store`).
+        let bound = self.candidates.len();
+        if bound > self.cache.nodes.capacity() {
+            let bound = bound.max(u.len());
             self.cache.nodes.reserve_exact(bound);
             self.cache.compliance.reserve_exact(bound);
         }
