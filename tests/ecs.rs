@@ -423,6 +423,79 @@ fn level_of_detail_shares_one_budget_by_distance() {
     assert_eq!(world.resource::<ClothLod>().scheduler.len(), 6);
 }
 
+/// Half-rate cloths keep their phase: six capes on a ladder of one half-rate rung (so every
+/// cape is on it), one despawned and one spawned every 20 ticks (which reorders the ids), each
+/// step exactly two ticks after its last (a cape's positions change on that tick only), and
+/// every tick steps half of the capes (of those three ticks old), give or take one.
+/// (Phases given anew by id order at every plan made capes that had just stepped step again
+/// the next tick, or wait three.)
+#[test]
+fn half_rate_cloths_keep_their_phase() {
+    use isocloth::SolverMethod;
+    use isocloth::ecs::ClothLod;
+    use isocloth::lod::{ClothBudget, Rung};
+    let (mut world, mut schedule) = world_and_schedule();
+    let budget = ClothBudget {
+        frame_ms: 100.0,
+        min_dwell_s: 0.0,
+        trim: false,
+        ladder: vec![Rung::HalfRate {
+            substeps: 2,
+            iterations: 3,
+            method: SolverMethod::Anderson { history: 5 },
+        }],
+        ..Default::default()
+    };
+    world.insert_resource(ClothLod::new(budget).unwrap());
+    let template = cape();
+    let spawn = |world: &mut World, k: usize| {
+        let mut cloth = Cloth::new(template.model().clone());
+        cloth
+            .teleport(&Pose::from_translation(DVec3::new(k as f64, 0.0, 0.0)))
+            .unwrap();
+        world.spawn(ClothSim::new(cloth)).id()
+    };
+    let mut capes: Vec<Entity> = (0..6).map(|k| spawn(&mut world, k)).collect();
+    // Per cape: its positions after the last tick, the tick it last stepped, its first tick.
+    type Seen = (Vec<DVec3>, Option<usize>, usize);
+    let mut seen: std::collections::HashMap<Entity, Seen> = std::collections::HashMap::new();
+    for tick in 0..90 {
+        if tick > 0 && tick % 20 == 0 {
+            world.despawn(capes.remove(0));
+            capes.push(spawn(&mut world, 6 + tick));
+        }
+        schedule.run(&mut world);
+        let mut stepping = (0, 0);
+        for &e in &capes {
+            let x = world.get::<ClothSim>(e).unwrap().cloth.positions().to_vec();
+            let (last_x, last_step, born) = seen.entry(e).or_insert((Vec::new(), None, tick));
+            let stepped = !last_x.is_empty() && *last_x != x;
+            if let Some(t) = *last_step {
+                if stepped {
+                    assert_eq!(tick - t, 2, "{e:?} stepped at {t} and {tick}");
+                } else {
+                    assert!(tick - t < 2, "{e:?} stepped at {t}, not yet at {tick}");
+                }
+            }
+            if stepped {
+                *last_step = Some(tick);
+            }
+            // Counted once both of its phases' ticks have been seen.
+            if tick >= *born + 3 {
+                stepping.0 += usize::from(stepped);
+                stepping.1 += 1;
+            }
+            *last_x = x;
+        }
+        assert!(
+            2 * stepping.0 + 1 >= stepping.1 && 2 * stepping.0 <= stepping.1 + 1,
+            "tick {tick}: {} of {} stepped",
+            stepping.0,
+            stepping.1
+        );
+    }
+}
+
 /// The pin rule follows the colliders: a cape pinned to a bone whose capsule lies around the
 /// pinned row gets the pinned nodes and the ring nodes inside it excluded from that capsule
 /// (every excluded pair names it); once the bone's collider component is removed, the next

@@ -415,29 +415,47 @@ fn a_cloth_takes_only_variants_of_its_own_model() {
     assert!(std::sync::Arc::ptr_eq(cloth.model(), &variant));
 }
 
-/// `FrameTrim` keeps the measured 99th percentile within the budget: frames at 4 ms with every
-/// tenth at 8 ms (both proportional to the scale the plan ran at) against a 4 ms budget pull
-/// the scale down, at most 2 % a frame and up at most 1 %, to where the slow frames fit (0.5,
-/// reached to within 10 % in four seconds); frames at half the budget bring it back to 1.
+/// `FrameTrim` keeps the measured 99th percentile within the budget: on two threads
+/// (parallelism 2, fill 0.9) where frames take half their planned summed time, but every
+/// tenth only one thread runs (wall = planned), the slow frames set the scale to where they
+/// take the budget, `1 / (1 * 2 * 0.9)` to rounding, within the first half second, and the
+/// scale never falls below it; once the slow frames are gone from its five-second window it
+/// rises to `1 / 0.9` (the plan fills the whole budget when frames take half their plan), at
+/// most 2 % a frame. Frames planned under a tenth of the budget teach it nothing.
 #[test]
 fn frame_trim_answers_the_measured_percentile() {
     use isocloth::lod::FrameTrim;
+    let budget = ClothBudget {
+        frame_ms: 4.0,
+        parallelism: 2.0,
+        ..Default::default()
+    };
+    let slow = 1.0 / (2.0 * 0.9);
     let mut trim = FrameTrim::default();
-    let mut last = 1.0;
-    for k in 0..240 {
-        let wall = if k % 10 == 0 { 8.0 } else { 4.0 } * trim.scale();
-        let s = trim.record(wall, 4.0);
-        assert!(
-            s <= 1.01 * last + 1e-12 && s >= 0.98 * last - 1e-12,
-            "{k}: {last} -> {s}"
-        );
+    for k in 0..600 {
+        let planned = 7.2 * trim.scale();
+        let wall = if k % 10 == 0 { 1.0 } else { 0.5 } * planned;
+        let s = trim.record(wall, planned, &budget);
+        assert!(s >= slow - 1e-12, "{k}: {s}");
+        if k >= 30 {
+            assert!((s - slow).abs() < 1e-12, "{k}: {s}");
+        }
+    }
+    let mut last = trim.scale();
+    for _ in 0..600 {
+        let planned = 7.2 * last;
+        let s = trim.record(0.5 * planned, planned, &budget);
+        assert!(s <= 1.02 * last + 1e-12, "{last} -> {s}");
         last = s;
     }
-    assert!((0.45..=0.55).contains(&last), "scale {last}");
-    for _ in 0..400 {
-        trim.record(2.0, 4.0);
+    assert!((trim.scale() - 1.0 / 0.9).abs() < 1e-12, "{}", trim.scale());
+    for _ in 0..600 {
+        trim.record(10.0, 0.3, &budget);
     }
-    assert_eq!(trim.scale(), 1.0);
+    assert!(
+        (trim.scale() - 1.0 / 0.9).abs() < 1e-12,
+        "an idle frame's wake-up time is not a trend"
+    );
 }
 
 /// The tick on which a plan moved a cloth to its rung is not learned from (it carries the

@@ -36,9 +36,9 @@
 //!    row, the lowest-priority cloths step down (one rung at a time) until it fits the planned
 //!    fill again, dwell or not. A smaller overrun lasts until the kept cloths' dwell runs out.
 //! 4. **Measured frames.** Estimates do not see a core taken by another process or threads
-//!    finishing unevenly: [`FrameTrim`] scales the budget the plan fills from the last two
-//!    seconds of measured wall-clock frames, so that their 99th percentile stays within it
-//!    (the `ecs` layer does this; [`LodScheduler::plan_scaled`]).
+//!    finishing unevenly: [`FrameTrim`] scales the budget the plan fills from the last five
+//!    seconds of measured wall-clock frames against their plans, so that their 99th
+//!    percentile stays within it (the `ecs` layer does this; [`LodScheduler::plan_scaled`]).
 //!
 //! Running a rung: [`LodModels`] holds, per cloth model, one factored model per substep length
 //! of the ladder (shared by every cloth of the model), and [`LodModels::tick`] runs a cloth
@@ -918,18 +918,34 @@ impl Ord for Upgrade {
     }
 }
 
-/// Frames of history [`FrameTrim`] keeps (two seconds at 60 Hz).
-const TRIM_WINDOW: usize = 120;
+/// Frames of history [`FrameTrim`] keeps (five seconds at 60 Hz): its 99th percentile is the
+/// fourth-worst frame, so that two slow frames in a row (a preempted thread) do not set it.
+const TRIM_WINDOW: usize = 300;
+
+/// A frame teaches [`FrameTrim`] only if its plan was at least this fraction of the frame's
+/// budget: a nearly idle frame's wall-clock time is the threads' wake-up, not the cloths' cost.
+const TRIM_MIN_PLANNED: f64 = 0.1;
 
 /// Keeps the measured frames' 99th percentile within the budget: the plan works from
 /// estimates of each cloth's cost, but a frame's wall-clock time also carries what no
-/// estimate sees (a core taken by another process, threads finishing unevenly). From the last
-/// two seconds of measured frames it scales the budget the plan fills: down by the ratio of
-/// the budget to their 99th percentile when that is over the budget, back up by at most 1 % a
-/// frame while it is under 90 % of it; between 0.3 and 1.
+/// estimate sees (a core taken by another process, threads finishing unevenly, a worker woken
+/// late). Per frame it takes the ratio of the measured wall-clock time to the plan's estimate
+/// (summed over cloths); from the last five seconds' 99th percentile of that ratio `r` it
+/// scales the summed budget the plan fills (`fill * frame_ms * parallelism`) by `1 / (r *
+/// parallelism * fill)`, so that a frame as slow for its plan as the slowest 1 % takes the
+/// budget: the measured ratio holds what estimates miss, so the trim, not
+/// [`ClothBudget::fill`], sets the margin. The scale falls at once and rises at most 2 % a
+/// frame; it stays in [0.3, 1 / fill]. Frames that planned less than a tenth of the budget
+/// are not learned from.
+///
+/// The scale is set from the window, not accumulated frame by frame: a slow frame lowers it
+/// for as long as it is in the window, by what it showed, and no more. (The first trim
+/// multiplied the scale down 2 % every frame the window's 99th percentile was over the budget:
+/// two slow frames kept it falling for two seconds, and on `crowd` it sat at its floor 0.3;
+/// this one holds 0.44-0.46 there, on a machine whose slowest frames run as on one core.)
 #[derive(Debug, Clone)]
 pub struct FrameTrim {
-    frames: Vec<f64>,
+    ratios: Vec<f64>,
     next: usize,
     scale: f64,
     sorted: Vec<f64>,
@@ -938,7 +954,7 @@ pub struct FrameTrim {
 impl Default for FrameTrim {
     fn default() -> Self {
         Self {
-            frames: Vec::with_capacity(TRIM_WINDOW),
+            ratios: Vec::with_capacity(TRIM_WINDOW),
             next: 0,
             scale: 1.0,
             sorted: Vec::with_capacity(TRIM_WINDOW),
@@ -952,32 +968,31 @@ impl FrameTrim {
         self.scale
     }
 
-    /// Takes in a frame's measured wall-clock cloth time against the budget (ms); returns the
-    /// scale for the next plan. Not finite or negative times are ignored.
-    pub fn record(&mut self, wall_ms: f64, budget_ms: f64) -> f64 {
-        if !(wall_ms.is_finite() && wall_ms >= 0.0 && budget_ms > 0.0) {
+    /// Takes in a frame's measured wall-clock cloth time and the estimate its plan was made
+    /// with (ms, summed over cloths: [`LodScheduler::planned_ms`]) under `budget`; returns the
+    /// scale for the next plan. Frames with a time that is not finite or negative are
+    /// ignored.
+    pub fn record(&mut self, wall_ms: f64, planned_ms: f64, budget: &ClothBudget) -> f64 {
+        let valid = wall_ms.is_finite() && wall_ms >= 0.0 && planned_ms.is_finite();
+        if !valid || planned_ms < TRIM_MIN_PLANNED * budget.frame_ms {
             return self.scale;
         }
-        if self.frames.len() < TRIM_WINDOW {
-            self.frames.push(wall_ms);
+        let ratio = wall_ms / planned_ms;
+        if self.ratios.len() < TRIM_WINDOW {
+            self.ratios.push(ratio);
         } else {
-            self.frames[self.next] = wall_ms;
+            self.ratios[self.next] = ratio;
         }
         self.next = (self.next + 1) % TRIM_WINDOW;
-        if self.frames.len() < TRIM_WINDOW / 4 {
+        if self.ratios.len() < TRIM_WINDOW / 10 {
             return self.scale;
         }
         self.sorted.clear();
-        self.sorted.extend_from_slice(&self.frames);
+        self.sorted.extend_from_slice(&self.ratios);
         self.sorted.sort_unstable_by(f64::total_cmp);
-        let p99 = self.sorted[((self.sorted.len() - 1) as f64 * 0.99).round() as usize];
-        if p99 > budget_ms {
-            // Proportionally, but at most 2 % a frame: one slow frame is not a trend.
-            self.scale *= (budget_ms / p99).max(0.98);
-        } else if p99 < 0.9 * budget_ms {
-            self.scale *= 1.01;
-        }
-        self.scale = self.scale.clamp(0.3, 1.0);
+        let r99 = self.sorted[((self.sorted.len() - 1) as f64 * 0.99).round() as usize];
+        let target = (1.0 / (r99 * budget.parallelism * budget.fill)).clamp(0.3, 1.0 / budget.fill);
+        self.scale = target.min(1.02 * self.scale);
         self.scale
     }
 }
