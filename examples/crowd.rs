@@ -3,7 +3,7 @@
 //!
 //! ```sh
 //! cargo run --release --example crowd -- [--budget MS] [--seconds S] [--characters N]
-//!     [--every N]
+//!     [--every N] [--threads T] [--seed N] [--rung SxI]
 //! ```
 //!
 //! Every character is the procedural walker of `isocloth::rig` with the demo cape (777 nodes,
@@ -15,7 +15,10 @@
 //! woke). Priorities are the
 //! capes' distance to the camera. The crowd walks toward the camera; every second the
 //! character nearest it leaves and a new one arrives at the plaza's far end (its cape a new
-//! `Cloth` of the shared model, draped as the template settled).
+//! `Cloth` of the shared model, draped as the template settled). `--seed` (default 7) places
+//! the crowd and the arrivals otherwise (another plaza of the same kind). `--rung SxI` runs
+//! every cape at one simulated rung (S substeps x I iterations of the accelerated map), every
+//! tick, without level of detail: what that rung gives the crowd, at whatever it costs.
 //!
 //! Prints, every `--every` frames (default 1: every frame), the cloth time, each rung's
 //! count and the max strain of the eight capes nearest the camera; writes the plaza from the
@@ -55,7 +58,7 @@ use isocloth::ecs::{
 };
 use isocloth::lod::{ClothBudget, Rung};
 use isocloth::rig::{self, Animation, CharacterRig};
-use isocloth::{Cloth, ColliderSet, ColliderShape, CollisionGroups, Pose};
+use isocloth::{Cloth, ColliderSet, ColliderShape, CollisionGroups, Pose, SolverMethod};
 use serde_json::json;
 
 const DT: f64 = 1.0 / 60.0;
@@ -74,6 +77,16 @@ struct Args {
     characters: usize,
     every: usize,
     threads: usize,
+    seed: u64,
+    /// `--rung SxI`: every cape simulated at S substeps x I iterations, no level of detail.
+    rung: Option<(u32, u32)>,
+}
+
+/// `S` x `I` from `SxI` (both at least 1).
+fn rung_arg(text: &str) -> Option<(u32, u32)> {
+    let (s, i) = text.split_once('x')?;
+    let (s, i) = (s.parse().ok()?, i.parse().ok()?);
+    (s >= 1 && i >= 1 && s <= 16 && i <= 64).then_some((s, i))
 }
 
 fn args() -> Result<Args, String> {
@@ -83,9 +96,25 @@ fn args() -> Result<Args, String> {
         characters: 64,
         every: 1,
         threads: 2,
+        seed: 7,
+        rung: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
+        if flag == "--rung" {
+            let text = it.next().unwrap_or_default();
+            a.rung = Some(rung_arg(&text).ok_or(format!(
+                "--rung takes SxI (substeps x iterations, 1-16 x 1-64), got {text:?}"
+            ))?);
+            continue;
+        }
+        if flag == "--seed" {
+            let text = it.next().unwrap_or_default();
+            a.seed = text
+                .parse()
+                .map_err(|_| format!("--seed takes a whole number, got {text:?}"))?;
+            continue;
+        }
         let value = it
             .next()
             .and_then(|v| v.parse::<f64>().ok())
@@ -99,7 +128,7 @@ fn args() -> Result<Args, String> {
             "--threads" => a.threads = (value as usize).clamp(1, 64),
             other => {
                 return Err(format!(
-                    "unknown option {other:?} (--budget MS --seconds S --characters N --every N --threads T)"
+                    "unknown option {other:?} (--budget MS --seconds S --characters N --every N --threads T --seed N --rung SxI)"
                 ));
             }
         }
@@ -225,14 +254,27 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         .build_global()?;
     // The default ladder without desktop (too dear for a crowd) and sleep (see the docs).
     let ladder = ClothBudget::default().ladder;
-    let ladder: Vec<Rung> = ladder[1..5].to_vec();
+    let ladder: Vec<Rung> = match args.rung {
+        // One simulated rung: every cape at it, every tick (what the rung gives the crowd).
+        Some((substeps, iterations)) => vec![Rung::Simulate {
+            substeps,
+            iterations,
+            method: SolverMethod::Anderson { history: 5 },
+        }],
+        None => ladder[1..5].to_vec(),
+    };
     let budget = ClothBudget {
         frame_ms: args.budget_ms,
         parallelism: args.threads as f64,
         ladder,
         ..Default::default()
     };
-    let rung_names = ["console", "mobile", "half", "skin"];
+    let rung_names: Vec<String> = match args.rung {
+        Some((s, i)) => vec![format!("{s}x{i}")],
+        None => ["console", "mobile", "half", "skin"]
+            .map(String::from)
+            .to_vec(),
+    };
     let tints = [
         (60.0, 170.0, 80.0),
         (60.0, 110.0, 200.0),
@@ -251,7 +293,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mut schedule = Schedule::default();
     add_cloth_systems(&mut schedule);
 
-    let mut seed = 7u64;
+    let mut seed = args.seed;
     let mut walkers: Vec<Walker> = Vec::new();
     for k in 0..args.characters {
         // Spread along the plaza, as a crowd already under way.
