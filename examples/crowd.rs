@@ -21,7 +21,7 @@
 //! tick, without level of detail: what that rung gives the crowd, at whatever it costs.
 //!
 //! Prints, every `--every` frames (default 1: every frame), the cloth time, each rung's
-//! count and the max strain of the eight capes nearest the camera; writes the plaza from the
+//! count, the max strain of the eight capes nearest the camera and resident memory; writes the plaza from the
 //! camera with capes tinted by rung (`target/isocloth/crowd.png`: green console, blue mobile,
 //! orange half rate, grey follow-skin) and the cloth time against the budget over the run with
 //! the number of rung changes each frame (`target/isocloth/crowd_time.png`); ends with one JSON line: `frame_ms_p50`,
@@ -312,8 +312,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         args.characters, args.budget_ms, args.threads, args.seconds
     );
     println!(
-        "{:>6} {:>9} {:>8} {:>7} {:>7} {:>6} {:>14}",
-        "frame", "cloth ms", "console", "mobile", "half", "skin", "near max strain"
+        "{:>6} {:>9} {:>8} {:>7} {:>7} {:>6} {:>14} {:>10}",
+        "frame", "cloth ms", "console", "mobile", "half", "skin", "near max strain", "memory MB"
     );
     let frames = (args.seconds / DT).round() as usize;
     let mut poses = Vec::new();
@@ -328,7 +328,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mut near_pinned_max_strain = 0.0f64;
     let mut near_inside = 0usize;
     // The whole cloth schedule's wall time a frame (gather, attachments, plan, step, meshes).
-    let mut ticks: Vec<f64> = Vec::with_capacity(frames);
+    let mut ticks = vec![f64::NAN; frames];
+    ticks.clear();
     // Rung changes a frame (every cape), for the time plot; kept written through, as the logs.
     let mut changes = vec![0usize; frames];
     changes.clear();
@@ -447,14 +448,15 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         }
         if frame % args.every == 0 {
             println!(
-                "{:>6} {:>9.3} {:>8} {:>7} {:>7} {:>6} {:>13.2}%",
+                "{:>6} {:>9.3} {:>8} {:>7} {:>7} {:>6} {:>13.2}% {:>10.2}",
                 frame,
                 total,
                 counts[0],
                 counts[1],
                 counts[2],
                 counts[3],
-                100.0 * near_strain
+                100.0 * near_strain,
+                resident_bytes() as f64 / 1e6
             );
         }
     }
