@@ -377,13 +377,16 @@ impl Cloth {
     }
 
     /// A frame passed without simulation: pin and skin targets reached, contact forces and
-    /// the accumulated time dropped.
+    /// the accumulated time dropped. The contact lists give their memory back: a cloth that
+    /// is not simulated (a crowd's far capes, following their skins) holds none, and the next
+    /// simulated frame takes it again.
     fn skip_frame(&mut self) {
         self.pin_start.copy_from_slice(&self.pin_target);
         if self.skin.moving() {
             self.skin.finish_frame();
         }
-        self.contact_forces.clear();
+        self.contact_forces = Vec::new();
+        self.contact_response = ResponseCache::default();
         self.accumulator = 0.0;
     }
 
