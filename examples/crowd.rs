@@ -3,7 +3,7 @@
 //!
 //! ```sh
 //! cargo run --release --example crowd -- [--budget MS] [--seconds S] [--characters N]
-//!     [--every N] [--threads T] [--seed N] [--rung SxI]
+//!     [--every N] [--threads T] [--seed N] [--rung SxI] [--ladder SxI,...]
 //! ```
 //!
 //! Every character is the procedural walker of `isocloth::rig` with the demo cape (777 nodes,
@@ -19,6 +19,8 @@
 //! the crowd and the arrivals otherwise (another plaza of the same kind). `--rung SxI` runs
 //! every cape at one simulated rung (S substeps x I iterations of the accelerated map), every
 //! tick, without level of detail: what that rung gives the crowd, at whatever it costs.
+//! `--ladder SxI,SxI,...` replaces the ladder by one to three simulated rungs, then follow the
+//! skin (for example `--ladder 2x5,1x5`: console and mobile, no half rate).
 //!
 //! Prints, every `--every` frames (default 1: every frame), the cloth time, each rung's
 //! count, the max strain of the eight capes nearest the camera and resident memory; writes the plaza from the
@@ -80,6 +82,9 @@ struct Args {
     seed: u64,
     /// `--rung SxI`: every cape simulated at S substeps x I iterations, no level of detail.
     rung: Option<(u32, u32)>,
+    /// `--ladder SxI,SxI,...`: these simulated rungs (every tick, at most three), then follow
+    /// the skin, in place of the default ladder.
+    ladder: Option<Vec<(u32, u32)>>,
 }
 
 /// `S` x `I` from `SxI` (both at least 1).
@@ -98,6 +103,7 @@ fn args() -> Result<Args, String> {
         threads: 2,
         seed: 7,
         rung: None,
+        ladder: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -105,6 +111,14 @@ fn args() -> Result<Args, String> {
             let text = it.next().unwrap_or_default();
             a.rung = Some(rung_arg(&text).ok_or(format!(
                 "--rung takes SxI (substeps x iterations, 1-16 x 1-64), got {text:?}"
+            ))?);
+            continue;
+        }
+        if flag == "--ladder" {
+            let text = it.next().unwrap_or_default();
+            let rungs: Option<Vec<(u32, u32)>> = text.split(',').map(rung_arg).collect();
+            a.ladder = Some(rungs.filter(|r| (1..=3).contains(&r.len())).ok_or(format!(
+                "--ladder takes one to three SxI rungs separated by commas, got {text:?}"
             ))?);
             continue;
         }
@@ -128,7 +142,7 @@ fn args() -> Result<Args, String> {
             "--threads" => a.threads = (value as usize).clamp(1, 64),
             other => {
                 return Err(format!(
-                    "unknown option {other:?} (--budget MS --seconds S --characters N --every N --threads T --seed N --rung SxI)"
+                    "unknown option {other:?} (--budget MS --seconds S --characters N --every N --threads T --seed N --rung SxI --ladder SxI,...)"
                 ));
             }
         }
@@ -254,26 +268,39 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         .build_global()?;
     // The default ladder without desktop (too dear for a crowd) and sleep (see the docs).
     let ladder = ClothBudget::default().ladder;
-    let ladder: Vec<Rung> = match args.rung {
+    let simulate = |&(substeps, iterations): &(u32, u32)| Rung::Simulate {
+        substeps,
+        iterations,
+        method: SolverMethod::Anderson { history: 5 },
+    };
+    let label = |&(s, i): &(u32, u32)| format!("{s}x{i}");
+    let (ladder, rung_names): (Vec<Rung>, Vec<String>) = match (args.rung, &args.ladder) {
         // One simulated rung: every cape at it, every tick (what the rung gives the crowd).
-        Some((substeps, iterations)) => vec![Rung::Simulate {
-            substeps,
-            iterations,
-            method: SolverMethod::Anderson { history: 5 },
-        }],
-        None => ladder[1..5].to_vec(),
+        (Some(r), _) => (vec![simulate(&r)], vec![label(&r)]),
+        (None, Some(rungs)) => (
+            rungs
+                .iter()
+                .map(simulate)
+                .chain([Rung::FollowSkin])
+                .collect(),
+            rungs
+                .iter()
+                .map(label)
+                .chain(["skin".to_string()])
+                .collect(),
+        ),
+        (None, None) => (
+            ladder[1..5].to_vec(),
+            ["console", "mobile", "half", "skin"]
+                .map(String::from)
+                .to_vec(),
+        ),
     };
     let budget = ClothBudget {
         frame_ms: args.budget_ms,
         parallelism: args.threads as f64,
         ladder,
         ..Default::default()
-    };
-    let rung_names: Vec<String> = match args.rung {
-        Some((s, i)) => vec![format!("{s}x{i}")],
-        None => ["console", "mobile", "half", "skin"]
-            .map(String::from)
-            .to_vec(),
     };
     let tints = [
         (60.0, 170.0, 80.0),
@@ -313,7 +340,14 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     );
     println!(
         "{:>6} {:>9} {:>8} {:>7} {:>7} {:>6} {:>14} {:>10}",
-        "frame", "cloth ms", "console", "mobile", "half", "skin", "near max strain", "memory MB"
+        "frame",
+        "cloth ms",
+        rung_names.first().map_or("", String::as_str),
+        rung_names.get(1).map_or("", String::as_str),
+        rung_names.get(2).map_or("", String::as_str),
+        rung_names.get(3).map_or("", String::as_str),
+        "near max strain",
+        "memory MB"
     );
     let frames = (args.seconds / DT).round() as usize;
     let mut poses = Vec::new();
