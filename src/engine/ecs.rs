@@ -897,7 +897,7 @@ pub fn step_cloths(
         let rung = shared.scheduler.rung(t.id).unwrap_or(0);
         let start = std::time::Instant::now();
         let result = configure(&mut sim.cloth, cfg, *groups, false).and_then(|_| {
-            let turn = (shared.ticks + u64::from(t.turn)).is_multiple_of(2);
+            let turn = (shared.ticks + u64::from(t.turn.unwrap_or(0))).is_multiple_of(2);
             shared.models[t.class as usize].tick_among(
                 &mut sim.cloth,
                 rung,
@@ -1095,7 +1095,7 @@ pub struct ClothLod {
     tracked: HashMap<Entity, Tracked>,
     /// Entities seen by the last plan (sorted).
     seen: Vec<Entity>,
-    /// Scratch of a plan: the half-rate cloths in id order.
+    /// Scratch of a plan: the cloths arriving on a half-rate rung, in id order.
     half_rate: Vec<(LodId, Entity)>,
     /// Scratch of a tick: each cloth's measured time and whether its state advanced.
     timings: Vec<(Entity, f64, bool)>,
@@ -1112,10 +1112,9 @@ struct Tracked {
     class: u32,
     /// Ticks its state is behind (see [`LodModels::tick`]).
     behind: u32,
-    /// Its half-rate phase: half of the half-rate cloths step on even ticks, half on odd.
-    turn: u32,
-    /// Whether the last plan put it on a half-rate rung (it then keeps its phase).
-    half_rate: bool,
+    /// Its half-rate phase while the plan keeps it on a half-rate rung (`None` off it): half
+    /// of the half-rate cloths step on even ticks, half on odd.
+    turn: Option<u32>,
 }
 
 /// Overrides a cloth entity's level-of-detail priority (higher is more important; the default
@@ -1194,8 +1193,7 @@ impl ClothLod {
                         id,
                         class,
                         behind: 1,
-                        turn: 0,
-                        half_rate: false,
+                        turn: None,
                     },
                 );
                 id
@@ -1232,35 +1230,23 @@ impl ClothLod {
         // single cloths taking 2-5 ms of a 4 ms frame.)
         self.half_rate.clear();
         let ladder = &self.scheduler.budget().ladder;
-        for (&e, t) in &self.tracked {
+        let mut phases = [0usize; 2];
+        for (&e, t) in &mut self.tracked {
             let rung = self.scheduler.rung(t.id).unwrap_or(0);
-            if matches!(ladder[rung], Rung::HalfRate { .. }) {
+            if !matches!(ladder[rung], Rung::HalfRate { .. }) {
+                t.turn = None;
+            } else if let Some(turn) = t.turn {
+                phases[turn as usize % 2] += 1;
+            } else {
                 self.half_rate.push((t.id, e));
             }
         }
         self.half_rate.sort_unstable();
-        let mut phases = [0usize; 2];
-        for (_, e) in &self.half_rate {
-            if let Some(t) = self.tracked.get(e)
-                && t.half_rate
-            {
-                phases[t.turn as usize % 2] += 1;
-            }
-        }
-        for (_, e) in &self.half_rate {
-            if let Some(t) = self.tracked.get_mut(e)
-                && !t.half_rate
-            {
-                t.turn = u32::from(phases[1] < phases[0]);
-                phases[t.turn as usize] += 1;
-            }
-        }
-        for t in self.tracked.values_mut() {
-            t.half_rate = false;
-        }
         for (_, e) in &self.half_rate {
             if let Some(t) = self.tracked.get_mut(e) {
-                t.half_rate = true;
+                let turn = usize::from(phases[1] < phases[0]);
+                phases[turn] += 1;
+                t.turn = Some(turn as u32);
             }
         }
     }

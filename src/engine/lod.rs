@@ -989,8 +989,8 @@ impl FrameTrim {
         }
         self.sorted.clear();
         self.sorted.extend_from_slice(&self.ratios);
-        self.sorted.sort_unstable_by(f64::total_cmp);
-        let r99 = self.sorted[((self.sorted.len() - 1) as f64 * 0.99).round() as usize];
+        let k = ((self.sorted.len() - 1) as f64 * 0.99).round() as usize;
+        let r99 = *self.sorted.select_nth_unstable_by(k, f64::total_cmp).1;
         let target = (1.0 / (r99 * budget.parallelism * budget.fill)).clamp(0.3, 1.0 / budget.fill);
         self.scale = target.min(1.02 * self.scale);
         self.scale
