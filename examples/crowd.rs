@@ -80,11 +80,9 @@ struct Args {
     every: usize,
     threads: usize,
     seed: u64,
-    /// `--rung SxI`: every cape simulated at S substeps x I iterations, no level of detail.
-    rung: Option<(u32, u32)>,
-    /// `--ladder SxI,SxI,...`: these simulated rungs (every tick, at most three), then follow
-    /// the skin, in place of the default ladder.
-    ladder: Option<Vec<(u32, u32)>>,
+    /// `--ladder SxI,...` (one to three simulated rungs, then follow the skin: `true`) or
+    /// `--rung SxI` (every cape at that rung: `false`) in place of the default ladder.
+    ladder: Option<(Vec<(u32, u32)>, bool)>,
 }
 
 /// `S` x `I` from `SxI` (both at least 1).
@@ -102,24 +100,24 @@ fn args() -> Result<Args, String> {
         every: 1,
         threads: 2,
         seed: 7,
-        rung: None,
         ladder: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
-        if flag == "--rung" {
-            let text = it.next().unwrap_or_default();
-            a.rung = Some(rung_arg(&text).ok_or(format!(
-                "--rung takes SxI (substeps x iterations, 1-16 x 1-64), got {text:?}"
-            ))?);
-            continue;
-        }
-        if flag == "--ladder" {
+        if flag == "--rung" || flag == "--ladder" {
+            let (most, skin, what) = if flag == "--rung" {
+                (1, false, "one SxI rung")
+            } else {
+                (3, true, "1 to 3 SxI rungs separated by commas")
+            };
             let text = it.next().unwrap_or_default();
             let rungs: Option<Vec<(u32, u32)>> = text.split(',').map(rung_arg).collect();
-            a.ladder = Some(rungs.filter(|r| (1..=3).contains(&r.len())).ok_or(format!(
-                "--ladder takes one to three SxI rungs separated by commas, got {text:?}"
-            ))?);
+            let rungs = rungs
+                .filter(|r| (1..=most).contains(&r.len()))
+                .ok_or(format!(
+                    "{flag} takes {what} (substeps x iterations, 1-16 x 1-64), got {text:?}"
+                ))?;
+            a.ladder = Some((rungs, skin));
             continue;
         }
         if flag == "--seed" {
@@ -274,22 +272,21 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         method: SolverMethod::Anderson { history: 5 },
     };
     let label = |&(s, i): &(u32, u32)| format!("{s}x{i}");
-    let (ladder, rung_names): (Vec<Rung>, Vec<String>) = match (args.rung, &args.ladder) {
-        // One simulated rung: every cape at it, every tick (what the rung gives the crowd).
-        (Some(r), _) => (vec![simulate(&r)], vec![label(&r)]),
-        (None, Some(rungs)) => (
+    let (ladder, rung_names): (Vec<Rung>, Vec<String>) = match &args.ladder {
+        // `--rung`: one simulated rung, every cape at it every tick (what it gives the crowd).
+        Some((rungs, skin)) => (
             rungs
                 .iter()
                 .map(simulate)
-                .chain([Rung::FollowSkin])
+                .chain(skin.then_some(Rung::FollowSkin))
                 .collect(),
             rungs
                 .iter()
                 .map(label)
-                .chain(["skin".to_string()])
+                .chain(skin.then(|| "skin".to_string()))
                 .collect(),
         ),
-        (None, None) => (
+        None => (
             ladder[1..5].to_vec(),
             ["console", "mobile", "half", "skin"]
                 .map(String::from)
