@@ -5,16 +5,16 @@
 //! * `global_solve/{nodes}`: one solve with the factor, three right-hand sides.
 //! * `stream_factor/{nodes}`: reading the factor's values and row indices forward and backward
 //!   with independent multiply-adds, the memory-traffic floor of a solve.
-//! * `frame/{nodes}`: a whole 1/60 s frame at the default budget (2 substeps x 5 L-BFGS).
+//! * `frame/{nodes}`: a whole 1/60 s frame at the default budget (2 substeps x 5 iterations of
+//!   the accelerated local-global map).
 //! * `iteration_aa/{nodes}` (up to 8k nodes): one substep-iteration of the local-global map
 //!   accelerated by Anderson mixing (`SolverMethod::Anderson`, history 5: local step, solve,
 //!   contact step, mixing), what one more iteration adds to a frame: each sample times as many
 //!   frames at 1 substep x 5 iterations and at 1 x 1, alternating, and reports their
 //!   difference over 4.
-//! * `iteration_lg/{nodes}`, `iteration_lbfgs/{nodes}`: the same for plain local-global and
-//!   for L-BFGS (history 5; local step, solve, vector work, line search).
-//! * `global_solve_lg/{nodes}` (up to 8k nodes): one solve with the `f64` factor of the
-//!   right-hand-side form (local-global and Anderson).
+//! * `iteration_lg/{nodes}`: the same for plain local-global.
+//! * `global_solve_lg/{nodes}` (up to 8k nodes): one solve with a plain local-global model's
+//!   factor (the same as the default's).
 //!
 //! Collision stages are in `benches/collide.rs`, many cloths in `benches/many.rs`.
 //! Run: `cargo bench --bench stages`.
@@ -80,7 +80,6 @@ fn bench_stages(c: &mut Criterion) {
             for method in [
                 SolverMethod::Anderson { history: 5 },
                 SolverMethod::LocalGlobal,
-                SolverMethod::Lbfgs { history: 5 },
             ] {
                 let split = |iterations| SolverSettings {
                     substeps: 1,
@@ -94,8 +93,7 @@ fn bench_stages(c: &mut Criterion) {
                 );
                 let name = match method {
                     SolverMethod::Anderson { .. } => "iteration_aa",
-                    SolverMethod::LocalGlobal => "iteration_lg",
-                    _ => "iteration_lbfgs",
+                    _ => "iteration_lg",
                 };
                 group.bench_function(id(name), |b| {
                     b.iter_custom(|n| {

@@ -25,7 +25,7 @@ fn bench_step(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(3));
     for cells in SIZES {
         for (name, method) in [
-            ("lbfgs", SolverMethod::Lbfgs { history: 5 }),
+            ("anderson", SolverMethod::Anderson { history: 5 }),
             ("local_global", SolverMethod::LocalGlobal),
         ] {
             let (mesh, pins) = hanging_sheet(cells);

@@ -22,7 +22,7 @@
 //! same over the converged window), `converged_seconds` (the window's length), `droop_error`
 //! where defined, and `step_ms_median` at the default budget; plus the overall `step_ms_median`.
 //!
-//! Run: `cargo run --release --example budget_sweep [-- --method lg|aa|lbfgs]` (about three minutes on two cores: the
+//! Run: `cargo run --release --example budget_sweep [-- --method lg|aa]` (about three minutes on two cores: the
 //! Newton references refactor every iteration).
 
 #[path = "common/plot.rs"]
@@ -234,7 +234,7 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-/// The solver from `--method lg|aa|lbfgs` (default: the crate's default method).
+/// The solver from `--method lg|aa` (default: the crate's default method).
 fn method_arg() -> Result<SolverMethod, Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     Ok(
@@ -247,8 +247,7 @@ fn method_arg() -> Result<SolverMethod, Box<dyn std::error::Error>> {
             [] => SolverMethod::default(),
             ["--method", "lg"] => SolverMethod::LocalGlobal,
             ["--method", "aa"] => SolverMethod::Anderson { history: 5 },
-            ["--method", "lbfgs"] => SolverMethod::Lbfgs { history: 5 },
-            _ => return Err("usage: budget_sweep [--method lg|aa|lbfgs]".into()),
+            _ => return Err("usage: budget_sweep [--method lg|aa]".into()),
         },
     )
 }

@@ -15,7 +15,7 @@
 //! Run: `cargo run --release --example hanging_sheet`. Prints a table, then one JSON line.
 //! Another budget: `cargo run --release --example hanging_sheet -- 1 2` (substeps, then
 //! iterations per substep of the default method, the accelerated local-global map), and
-//! `-- 2 5 lg` for plain local-global, `-- 2 5 lbfgs` for L-BFGS; the JSON's `budget` and
+//! `-- 2 5 lg` for plain local-global; the JSON's `budget` and
 //! `method` name the one run.
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -79,14 +79,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             method: match method.first().map(String::as_str) {
                 None | Some("aa") => SolverSettings::default().method,
                 Some("lg") => SolverMethod::LocalGlobal,
-                Some("lbfgs") => SolverMethod::Lbfgs { history: 5 },
                 Some(other) => {
-                    return Err(format!("unknown method {other:?}: lg, aa or lbfgs").into());
+                    return Err(format!("unknown method {other:?}: lg or aa").into());
                 }
             },
             ..Default::default()
         },
-        _ => return Err("usage: hanging_sheet [SUBSTEPS ITERATIONS [aa|lg|lbfgs]]".into()),
+        _ => return Err("usage: hanging_sheet [SUBSTEPS ITERATIONS [aa|lg]]".into()),
     };
     let model = ClothModel::new(Arc::new(mesh), Material::default(), &pins, settings)?;
     drop(base);

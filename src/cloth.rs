@@ -15,9 +15,8 @@ use std::sync::Arc;
 use glam::{DVec3, Vec3};
 
 use crate::aero::Aerodynamics;
-use crate::collision::{
-    BodyExclusions, ColliderSet, ContactForce, ContactSettings, Pose, ResponseCache,
-};
+use crate::collision::{BodyExclusions, ColliderSet, ContactForce, ContactSettings, Pose};
+use crate::contact::collision::pass::ResponseCache;
 use crate::equilibrium::{RelaxReport, relax};
 use crate::error::ClothError;
 use crate::flags::NodeFlags;
@@ -25,7 +24,7 @@ use crate::layers::{ClothSurface, LayerFrame, Partners};
 use crate::limits::{LimitFrame, LimitSettings, SkinFrame};
 use crate::measures::{Measures, measure};
 use crate::mesh::ClothMesh;
-use crate::model::{ClothModel, SolverSettings, precision_for};
+use crate::model::{ClothModel, SolverSettings};
 pub use crate::pipeline::ClothState;
 use crate::pipeline::{SubstepInputs, substep};
 use crate::self_contact::{RawPair, SelfCollisionSettings};
@@ -199,9 +198,7 @@ impl Cloth {
     }
 
     /// Changes the settings. Iterations, gravity and the catch-up cap change at once. A different
-    /// substep length, integrator or method, or a change between one and several L-BFGS
-    /// iterations per substep (which changes the precision the factor is kept in, see
-    /// [`SolverMethod`](crate::SolverMethod)), rebuilds the model (a refactorisation, see
+    /// substep length, integrator or method rebuilds the model (a refactorisation, see
     /// [`ModelStats::build_seconds`](crate::ModelStats)), which this cloth then no longer shares.
     pub fn set_settings(&mut self, settings: SolverSettings) -> Result<(), ClothError> {
         settings.validate()?;
@@ -209,7 +206,6 @@ impl Cloth {
         if settings.substep() != m.substep()
             || settings.integrator != m.integrator
             || settings.method != m.method
-            || precision_for(&settings) != precision_for(m)
         {
             let new_step = settings.substep() != m.substep();
             self.model = self.model.with_settings(settings)?;
@@ -253,7 +249,6 @@ impl Cloth {
         if settings.substep() != m.substep()
             || settings.integrator != m.integrator
             || settings.method != m.method
-            || precision_for(&settings) != precision_for(m)
         {
             return Err(ClothError::InvalidSetting {
                 name: "settings",
@@ -1097,7 +1092,7 @@ impl Cloth {
         let mut grad = vec![DVec3::ZERO; self.model.free_nodes.len()];
         with_thread_workspace(|ws| {
             ws.ensure(&self.model);
-            crate::solver::static_gradient(
+            crate::newton::static_gradient(
                 &self.model,
                 &self.state.positions,
                 self.settings.gravity,

@@ -33,7 +33,7 @@
 //! | folder | stage | modules |
 //! |---|---|---|
 //! | `mesh/` | the artist's mesh and its 4:1 red/black subdivision | [`mesh`], [`obj`] (OBJ import: n-gons triangulated in their plane, seam vertices merged) |
-//! | `dynamics/` | energy, the prefactored matrix, the iterations | [`energy`] (constraint terms and their local projections), [`aero`] (wind, drag, lift, damping), `factor` (the sparse Cholesky, the only place faer is used), [`model`] (the prepared, shareable form), `solver` (the local-global map accelerated by Anderson mixing, the product's iteration; plain local-global, L-BFGS, projected Newton), [`integrator`] (BDF2, backward Euler), [`equilibrium`] (static equilibrium: pre-settling, converged references), [`measures`] (strain, isometry, conformity, energy), [`workspace`] (preallocated memory) |
+//! | `dynamics/` | energy, the prefactored matrix, the iterations | [`energy`] (constraint terms and their local projections), [`aero`] (wind, drag, lift, damping), `factor` (the sparse Cholesky, the only place faer is used), [`model`] (the prepared, shareable form), `solver` (the local-global map accelerated by Anderson mixing, the product's iteration, or plain), `newton` (the projected Newton reference), [`integrator`] (BDF2, backward Euler), [`equilibrium`] (static equilibrium: pre-settling, converged references), [`measures`] (strain, isometry, conformity, energy), [`workspace`] (preallocated memory) |
 //! | `contact/` | the character's bodies and contact | [`collision`] (kinematic capsules, spheres, planes; per-node frictional contact; the only place parry3d is used), [`limits`] (tethers, max distance, backstops, sleeping), [`self_contact`] (the cloth against itself) |
 //! | `character/` | what drives the cloth from a skeleton | [`attachment`] (pins on bones, skinning, teleports, inertia scaling), [`rig`] (the procedural test character) |
 //! | `engine/` | integration into a game | `ecs` (the bevy_ecs adapter), `scenario` (the scenario runner), [`tuning`] (budgets per platform from measured runs), [`lod`] (one frame budget for many cloths: rungs by priority from measured costs), [`worker`] (stepping on a worker thread, the only place crossbeam is used) |
@@ -61,7 +61,7 @@ pub use contact::{collision, layers, limits, self_contact};
 #[doc(hidden)]
 pub use dynamics::stages;
 pub use dynamics::{aero, energy, equilibrium, integrator, measures, model, workspace};
-pub(crate) use dynamics::{anderson, factor, lanes, pipeline, solver, sparse};
+pub(crate) use dynamics::{anderson, factor, lanes, newton, pipeline, solver, sparse};
 #[cfg(feature = "ecs")]
 pub use engine::{ecs, scenario};
 pub use engine::{layering, lod, tuning, worker};

@@ -82,9 +82,9 @@ fn hanging_sheet() -> (ClothMesh, Vec<u32>) {
 fn frame_loop_allocates_nothing_after_the_first_frame_and_instances_hold_only_state() {
     let (mesh, pins) = hanging_sheet();
     for (method, limits) in [
-        (SolverMethod::Lbfgs { history: 5 }, false),
+        (SolverMethod::Anderson { history: 5 }, false),
         (SolverMethod::LocalGlobal, false),
-        (SolverMethod::Lbfgs { history: 5 }, true),
+        (SolverMethod::Anderson { history: 5 }, true),
     ] {
         let settings = SolverSettings {
             method,
@@ -177,15 +177,16 @@ fn frame_loop_allocates_nothing_after_the_first_frame_and_instances_hold_only_st
 /// With a body pushing the cloth (a ball swinging through the hanging 2,025-node sheet, so the
 /// contact set changes every frame), the frame loop allocates nothing after two swings (126
 /// frames: the cloth's contact lists take their bound, the node count, at its first contact;
-/// the workspace's candidate lists grow to the most nodes ever near a body at once, then hold), with local-global iterations (the coupled contact step and its extra solve) and with L-BFGS (the
-/// per-node update and the collective compliance). Called from the test above: the counter is
+/// /// the workspace's candidate lists grow to the most nodes ever near a body at once, then hold),
+/// with plain local-global iterations and with the accelerated map (the coupled contact step
+/// and its extra solve; mixing, refusals and restarts). Called from the test above: the counter is
 /// global, so the two must not run at once.
 fn frame_loop_with_contact_allocates_nothing_after_warm_up() {
     use isocloth::{ColliderSet, ColliderShape, Pose};
     let (mesh, pins) = hanging_sheet();
     for method in [
         SolverMethod::LocalGlobal,
-        SolverMethod::Lbfgs { history: 5 },
+        SolverMethod::Anderson { history: 5 },
     ] {
         let settings = SolverSettings {
             method,

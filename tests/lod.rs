@@ -286,7 +286,7 @@ fn bad_budgets_are_refused() {
 
 /// The default ladder's four simulating rungs have three substep lengths (1/240, 1/120 and
 /// 1/60 s: the half-rate rung's 2 substeps over two ticks are the mobile rung's), so three
-/// factors; rungs of one step length share one (2 x 5 and 2 x 3 L-BFGS), and a rung at the
+/// factors; rungs of one step length share one (2 x 5 and 2 x 3), and a rung at the
 /// base model's own step uses the base model itself.
 #[test]
 fn ladder_models_share_factors_by_step_length() {
@@ -296,17 +296,17 @@ fn ladder_models_share_factors_by_step_length() {
     let base = cloth.model().clone();
     let models = LodModels::new(&base, &ClothBudget::default().ladder, 1.0 / 60.0).unwrap();
     assert_eq!(models.factors(), 3);
-    let lbfgs = SolverMethod::Lbfgs { history: 5 };
+    let method = SolverMethod::Anderson { history: 5 };
     let ladder = [
         Rung::Simulate {
             substeps: 2,
             iterations: 5,
-            method: lbfgs,
+            method,
         },
         Rung::Simulate {
             substeps: 2,
             iterations: 3,
-            method: lbfgs,
+            method,
         },
         Rung::Sleep,
     ];

@@ -306,10 +306,11 @@ fn bdf2_loses_five_times_less_energy_than_backward_euler() {
     );
 }
 
-/// Solver methods agree where both converge: on the two-pin square, L-BFGS and local-global
-/// reach the same settled centre of mass to within 0.1 mm.
+/// Solver methods agree where both converge: on the two-pin square, the accelerated map
+/// (Anderson mixing) and plain local-global reach the same settled centre of mass to within
+/// 0.1 mm.
 #[test]
-fn lbfgs_and_local_global_agree_when_converged() {
+fn accelerated_and_plain_local_global_agree_when_converged() {
     let run = |method| {
         let s = SolverSettings {
             substeps: 2,
@@ -324,17 +325,15 @@ fn lbfgs_and_local_global_agree_when_converged() {
         cloth.center_of_mass()
     };
     let a = run(SolverMethod::LocalGlobal);
-    let b = run(SolverMethod::Lbfgs { history: 5 });
+    let b = run(SolverMethod::Anderson { history: 5 });
     assert!(a.distance(b) < 1e-4, "{a} vs {b}");
 }
 
-/// One L-BFGS iteration is the local-global step (its first direction is `-K^-1 g`, taken
-/// whole): at one iteration per substep (10 x 1) the two methods move the two-pin square
-/// identically, to within 1e-9 m at every node over half a second of its fall. The solver
-/// relies on this and runs such substeps in the local-global form; before it did, this test
-/// passed with the L-BFGS iteration itself.
+/// One accelerated iteration is the local-global step (nothing to mix yet): at one iteration
+/// per substep (10 x 1) the two methods move the two-pin square identically, to within 1e-9 m
+/// at every node over half a second of its fall.
 #[test]
-fn one_lbfgs_iteration_is_the_local_global_step() {
+fn one_accelerated_iteration_is_the_local_global_step() {
     let run = |method| {
         let s = SolverSettings {
             substeps: 10,
@@ -349,7 +348,7 @@ fn one_lbfgs_iteration_is_the_local_global_step() {
         cloth.positions().to_vec()
     };
     let a = run(SolverMethod::LocalGlobal);
-    let b = run(SolverMethod::Lbfgs { history: 5 });
+    let b = run(SolverMethod::Anderson { history: 5 });
     let worst = a
         .iter()
         .zip(&b)
@@ -359,11 +358,10 @@ fn one_lbfgs_iteration_is_the_local_global_step() {
 }
 
 /// A method or budget changed on a running cloth takes effect: after `set_settings` from the
-/// default L-BFGS budget to local-global (a budget switch, as the ECS layer makes when the
-/// platform preset changes), and from there to one L-BFGS iteration per substep, the cloth
-/// moves exactly (bit for bit, over half a second) as a cloth built with those settings from
-/// the start. Before, a method change kept the model's method, and a switch to one iteration
-/// would have kept the `f32` factor L-BFGS uses for several (its solution then moves).
+/// default budget to plain local-global (a budget switch, as the ECS layer makes when the
+/// platform preset changes), and from there to one iteration per substep, the cloth moves
+/// exactly (bit for bit, over half a second) as a cloth built with those settings from the
+/// start. Before, a method change kept the model's method.
 #[test]
 fn settings_changed_on_a_running_cloth_take_effect() {
     let steps = |cloth: &mut Cloth| {

@@ -62,7 +62,7 @@ fn files() -> Vec<(&'static str, String, Loader)> {
         (
             "configuration",
             r#"(
-    budget: (name: "phone", substeps: 1, iterations: 5, method: Lbfgs(history: 2)),
+    budget: (name: "phone", substeps: 1, iterations: 5, method: Anderson(history: 2)),
     timestep: 0.02,
     gravity: (0.0, -9.81, 0.0),
     contact: (thickness: 0.01, friction: 0.5),
@@ -180,7 +180,6 @@ const EVERY_STRUCT: &[&str] = &[
     "Spin",
     // Presets and configuration.
     "BudgetPreset",
-    "Lbfgs",
     "Anderson",
     "ClothConfig",
     "ContactSettings",
@@ -333,11 +332,26 @@ fn snapshot_envelope_refuses_a_misspelt_field() {
 }
 
 /// `SolverSettings::method` written directly (not through a preset) refuses an unknown field
-/// in `Lbfgs(...)`, naming it.
+/// in `Anderson(...)`, naming it.
 #[test]
 fn solver_settings_method_refuses_a_misspelt_field() {
-    let refused = load::ron::<SolverSettings>("(method: Lbfgs(history: 5, histroy: 3))")
+    let refused = load::ron::<SolverSettings>("(method: Anderson(history: 5, histroy: 3))")
         .err()
         .is_some_and(|e| e.to_string().contains("histroy"));
-    assert!(refused, "a misspelt field in Lbfgs is accepted");
+    assert!(refused, "a misspelt field in Anderson is accepted");
+}
+
+/// A preset file that names the quasi-Newton method the crate had until 2026-11-28 is refused
+/// with an error that names the method and the ones there are.
+#[test]
+fn a_removed_method_is_refused_by_name() {
+    let error = BudgetPreset::from_ron(
+        r#"(name: "console", substeps: 2, iterations: 5, method: Lbfgs(history: 5))"#,
+    )
+    .expect_err("a removed method is accepted");
+    let text = error.to_string();
+    assert!(
+        text.contains("Lbfgs") && text.contains("Anderson"),
+        "{text}"
+    );
 }

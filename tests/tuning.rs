@@ -75,7 +75,7 @@ fn quality_runs_are_deterministic() {
     let c = Candidate {
         substeps: 2,
         iterations: 3,
-        method: SolverMethod::Lbfgs { history: 5 },
+        method: SolverMethod::Anderson { history: 5 },
     };
     assert_eq!(record(&c), record(&c));
 }

@@ -16,8 +16,9 @@ use glam::DVec3;
 
 use crate::error::ClothError;
 use crate::model::ClothModel;
-pub use crate::solver::RelaxReport;
-use crate::solver::{Scratch, newton, static_gradient};
+pub use crate::newton::RelaxReport;
+use crate::newton::{newton, static_gradient};
+use crate::solver::Scratch;
 
 /// Newton iterations on the static energy over the free nodes of `x` (pinned nodes stay where
 /// `x` has them) until the largest nodal force residual is below `tolerance` newtons.

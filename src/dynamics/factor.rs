@@ -27,7 +27,7 @@
 //! sweeps it with x, y and z together; the rows below a supernode go four at a time forward
 //! (sharing each load of the block's solution) and the columns four at a time backward (sums in
 //! registers, no stores in the inner loop). Local-global gathers its right-hand side straight
-//! into padded lanes in the factor's ordering; L-BFGS copies its direction in and out. No solve
+//! into padded lanes in the factor's ordering; the contact step's solves copy theirs in and out. No solve
 //! allocates.
 //!
 //! On the 2,025-node sheet, 105,411 nonzeros fall into 849 supernodes; 82 % of the nonzeros
@@ -97,29 +97,10 @@
 //! The 7,921- and 31,329-node sheets' factors shrink 5 % and 4 % (639,899 -> 608,737 and
 //! 3,425,012 -> 3,289,361 nonzeros): there AMD had not put every black node first.
 //!
-//! **Values in `f32` where the factor only preconditions.** L-BFGS uses the factor as its
-//! initial inverse Hessian: it only shapes a search direction, the gradient is exact
-//! (element by element, in `f64`) and the line search judges every step in `f64`. A factor
-//! rounded to `f32` is the exact factor of a matrix near `K`, so the iterates converge to the
-//! same point. Such models ([`FactorPrecision::Single`], chosen by
-//! `crate::model::precision_for`) keep the off-diagonal values in `f32` and solve in `f32`
-//! lanes ([`Lane4f`], 128 bits: one fused multiply-add per nonzero, as before, with half the
-//! bytes). The right-hand-side form of local-global (one iteration per substep, or
-//! `SolverMethod::LocalGlobal`) solves `K x = b` for the positions themselves; a rounded factor
-//! would move that solution (measured: the bar cape's window error at 10 x 1 went 4.8 -> 19 %),
-//! so those models keep `f64` ([`FactorPrecision::Double`]). 2,025-node sheet, default budget,
-//! against all-`f64` built in another worktree, same session, alternating:
-//!
-//! | | all `f64` | `f32` values for L-BFGS |
-//! |---|---|---|
-//! | factor values | 838,944 bytes | 427,392 bytes |
-//! | one sheet (`hanging_sheet`: model + first cloth) | 2,643,564 bytes | 2,200,340 bytes |
-//! | solve alone (`stages` bench) | 74.7 / 76.5 us | 72.2 / 73.1 us |
-//! | frame (`stages` bench) | 2.01 / 1.91 ms | 1.92 / 1.92 ms |
-//!
-//! The budget sweep's default-budget figures are unchanged to the digits it prints. An earlier
-//! attempt kept `f64` arithmetic and widened each value before its multiply-add: 420 KB less,
-//! but the solve went 89-92 -> 104 us (`docs/lab/speed.md` appendix A.1).
+//! **Values in `f64` only.** The local-global map solves `K x = b` for the positions
+//! themselves, where a factor rounded to `f32` moves the solution (measured: the bar cape's
+//! window error at 10 x 1 went 4.8 -> 19 %). An `f32` copy (half the bytes) served the
+//! quasi-Newton solver the crate had until 2026-11-28, which only preconditioned with it.
 
 use faer::Side;
 use faer::sparse::SymbolicSparseColMatRef;
@@ -482,126 +463,53 @@ impl FactorValue for f64 {
     }
 }
 
-impl FactorValue for f32 {
-    type Lanes = Lane4f;
-    #[inline(always)]
-    fn from_f64(v: f64) -> Self {
-        v as f32
-    }
-    #[inline(always)]
-    fn to_f64(self) -> f64 {
-        self as f64
-    }
-}
-
-/// Which precision a model's factor keeps its off-diagonal values in (module docs, "Values in
-/// `f32` where the factor only preconditions").
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum FactorPrecision {
-    /// `f64`: the factor defines the solution (the right-hand-side form of local-global).
-    Double,
-    /// `f32`: the factor only shapes search directions (L-BFGS, gradient form).
-    Single,
-}
-
-/// The factor a model (or a held-node refactorisation of it) keeps, in the precision its
-/// solver needs.
+/// The factor a model (or a held-node refactorisation of it) keeps.
 #[derive(Debug, Clone)]
-pub(crate) enum ModelFactor {
-    /// Values in `f64`.
-    Double(NumericFactor<f64>),
-    /// Values in `f32`, solved in `f32` lanes.
-    Single(NumericFactor<f32>),
-}
+pub(crate) struct ModelFactor(NumericFactor<f64>);
 
-/// Padded right-hand-side rows for [`ModelFactor::solve_permuted`]: one buffer per precision,
-/// each sized on its first use (a model uses one of them).
-#[derive(Debug, Default)]
-pub(crate) struct SolveLanes {
-    /// Rows for an `f64` factor.
-    pub double: Vec<Lane4>,
-    /// Rows for an `f32` factor.
-    pub single: Vec<Lane4f>,
-}
-
-/// Runs `$e` with `$f` bound to the factor inside either variant of a [`ModelFactor`].
-macro_rules! each {
-    ($self:expr, $f:ident => $e:expr) => {
-        match $self {
-            ModelFactor::Double($f) => $e,
-            ModelFactor::Single($f) => $e,
-        }
-    };
-}
+/// Padded right-hand-side rows for [`ModelFactor::solve_permuted`] (sized on first use).
+pub(crate) type SolveLanes = Vec<Lane4>;
 
 impl ModelFactor {
-    /// Factors `m` as [`NumericFactor::factorize`] does, keeping the values in `precision`.
-    pub fn factorize(
-        symbolic: &SymbolicFactor,
-        m: &CsrMatrix,
-        precision: FactorPrecision,
-    ) -> Result<Self, ClothError> {
-        Ok(match precision {
-            FactorPrecision::Double => Self::Double(NumericFactor::factorize(symbolic, m)?),
-            FactorPrecision::Single => Self::Single(NumericFactor::factorize(symbolic, m)?),
-        })
+    /// Factors `m` as [`NumericFactor::factorize`] does.
+    pub fn factorize(symbolic: &SymbolicFactor, m: &CsrMatrix) -> Result<Self, ClothError> {
+        Ok(Self(NumericFactor::factorize(symbolic, m)?))
     }
 
-    /// The precision of the values.
-    pub fn precision(&self) -> FactorPrecision {
-        match self {
-            Self::Double(_) => FactorPrecision::Double,
-            Self::Single(_) => FactorPrecision::Single,
-        }
-    }
-
-    /// [`NumericFactor::solve_permuted`] through the lanes of this factor's precision (sized
-    /// here on first use).
+    /// [`NumericFactor::solve_permuted`] through `lanes` (sized here).
     pub fn solve_permuted(
         &self,
         symbolic: &SymbolicFactor,
         b: &mut [DVec3],
         lanes: &mut SolveLanes,
     ) {
-        match self {
-            Self::Double(f) => {
-                lanes.double.resize(b.len(), Lane4::default());
-                f.solve_permuted(symbolic, b, &mut lanes.double);
-            }
-            Self::Single(f) => {
-                lanes.single.resize(b.len(), Lane4f::default());
-                f.solve_permuted(symbolic, b, &mut lanes.single);
-            }
-        }
+        lanes.resize(b.len(), Lane4::default());
+        self.0.solve_permuted(symbolic, b, lanes);
     }
 
-    /// Solves, in place, the rows of `lanes` that belong to this factor's precision (they must
-    /// be sized and in the factor's ordering): the solve alone, for the stage benchmarks.
-    pub fn solve_lanes(&self, symbolic: &SymbolicFactor, lanes: &mut SolveLanes) {
-        match self {
-            Self::Double(f) => f.solve_lanes(symbolic, &mut lanes.double),
-            Self::Single(f) => f.solve_lanes(symbolic, &mut lanes.single),
-        }
+    /// Solves, in place, `lanes` (sized and in the factor's ordering): the solve alone.
+    pub fn solve_lanes(&self, symbolic: &SymbolicFactor, lanes: &mut [Lane4]) {
+        self.0.solve_lanes(symbolic, lanes)
     }
 
     /// [`NumericFactor::stream`].
     pub fn stream(&self, symbolic: &SymbolicFactor) -> f64 {
-        each!(self, f => f.stream(symbolic))
+        self.0.stream(symbolic)
     }
 
     /// [`NumericFactor::bytes_per_sweep`].
     pub fn bytes_per_sweep(&self, symbolic: &SymbolicFactor) -> usize {
-        each!(self, f => f.bytes_per_sweep(symbolic))
+        self.0.bytes_per_sweep(symbolic)
     }
 
     /// [`NumericFactor::bytes`].
     pub fn bytes(&self) -> usize {
-        each!(self, f => f.bytes())
+        self.0.bytes()
     }
 
     /// [`NumericFactor::inverse_diagonal`].
     pub fn inverse_diagonal(&self, symbolic: &SymbolicFactor) -> Vec<f64> {
-        each!(self, f => f.inverse_diagonal(symbolic))
+        self.0.inverse_diagonal(symbolic)
     }
 }
 
@@ -1304,13 +1212,6 @@ impl Elem<f64> for f64 {
     }
 }
 
-impl Elem<f32> for f64 {
-    #[inline(always)]
-    fn madd<const FUSED: bool>(acc: f64, l: f32, y: f64) -> f64 {
-        acc + l as f64 * y
-    }
-}
-
 impl Elem<f64> for Lane4 {
     #[inline(always)]
     fn madd<const FUSED: bool>(acc: Lane4, l: f64, y: Lane4) -> Lane4 {
@@ -1319,35 +1220,6 @@ impl Elem<f64> for Lane4 {
             Lane4(std::array::from_fn(|k| l.mul_add(y.0[k], acc.0[k])))
         } else {
             Lane4(std::array::from_fn(|k| acc.0[k] + l * y.0[k]))
-        }
-    }
-}
-
-/// x, y and z of one right-hand-side row in `f32`, padded to four lanes (128 bits).
-#[derive(Clone, Copy, Default, Debug, PartialEq)]
-#[repr(C, align(16))]
-pub(crate) struct Lane4f(pub [f32; 4]);
-
-impl PadLanes for Lane4f {
-    #[inline(always)]
-    fn from_vec(v: DVec3) -> Self {
-        Self([v.x as f32, v.y as f32, v.z as f32, 0.0])
-    }
-    #[inline(always)]
-    fn vec(self) -> DVec3 {
-        DVec3::new(self.0[0] as f64, self.0[1] as f64, self.0[2] as f64)
-    }
-}
-
-lane_arithmetic!(Lane4f, f32);
-
-impl Elem<f32> for Lane4f {
-    #[inline(always)]
-    fn madd<const FUSED: bool>(acc: Lane4f, l: f32, y: Lane4f) -> Lane4f {
-        if FUSED {
-            Lane4f(std::array::from_fn(|k| l.mul_add(y.0[k], acc.0[k])))
-        } else {
-            Lane4f(std::array::from_fn(|k| acc.0[k] + l * y.0[k]))
         }
     }
 }
@@ -1555,7 +1427,7 @@ mod tests {
     fn refactor_with_decoupled_rows_matches_the_reduced_matrix() {
         let (_, m) = sheet_system();
         let s = SymbolicFactor::analyze(&m).unwrap();
-        let first = NumericFactor::factorize(&s, &m).unwrap();
+        let first = NumericFactor::<f64>::factorize(&s, &m).unwrap();
         let mut decouple = vec![false; m.n];
         let held: Vec<usize> = [s.perm()[0], s.perm()[s.pre / 2]]
             .into_iter()
@@ -1586,15 +1458,13 @@ mod tests {
 
     /// The selected inversion's diagonal of `A^-1` on the red/black sheet's system (black
     /// rows eliminated first, then supernodes) matches `(A^-1)_ii` from a solve with the unit
-    /// vector `e_i`, for every row, to 1e-10 relative; the same from the `f32` factor to 1e-4.
+    /// vector `e_i`, for every row, to 1e-10 relative.
     #[test]
     fn inverse_diagonal_matches_unit_solves() {
         let (_, m) = sheet_system();
         let s = SymbolicFactor::analyze(&m).unwrap();
         let f = NumericFactor::<f64>::factorize(&s, &m).unwrap();
-        let f32f = NumericFactor::<f32>::factorize(&s, &m).unwrap();
         let diag = f.inverse_diagonal(&s);
-        let diag32 = f32f.inverse_diagonal(&s);
         let mut e = vec![0.0; m.n];
         for i in 0..m.n {
             e.fill(0.0);
@@ -1606,11 +1476,6 @@ mod tests {
                 (diag[i] - want).abs() <= 1e-10 * want,
                 "row {i}: {} {want}",
                 diag[i]
-            );
-            assert!(
-                (diag32[i] - want).abs() <= 1e-4 * want,
-                "row {i}: {} {want}",
-                diag32[i]
             );
         }
     }

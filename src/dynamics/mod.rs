@@ -2,8 +2,9 @@
 //! step it. The terms and their local projections (`energy`, air forces in `aero`) are assembled
 //! into the constant matrix and factored once (`sparse`, `factor`, held by a shareable `model`);
 //! each substep predicts with the integrator (`integrator`: BDF2, backward Euler) and runs the
-//! budgeted iterations (`solver`: local-global, L-BFGS, and the projected Newton reference that
-//! `equilibrium` also drapes with) in preallocated memory (`workspace`); `pipeline` is one
+//! budgeted iterations (`solver`: the local-global map accelerated by Anderson mixing,
+//! `anderson`) in preallocated memory (`workspace`); `newton` is the projected Newton reference
+//! that `equilibrium` also drapes with; `pipeline` is one
 //! substep as a function of plain data, which [`crate::Cloth`] drives; `measures` reads strain,
 //! isometry, conformity and energy off the result. `lanes` holds the local step's kernels four
 //! elements at a time.
@@ -17,6 +18,7 @@ pub mod integrator;
 pub(crate) mod lanes;
 pub mod measures;
 pub mod model;
+pub(crate) mod newton;
 pub(crate) mod pipeline;
 pub(crate) mod solver;
 pub(crate) mod sparse;

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::energy::{Material, Terms};
 use crate::error::ClothError;
 use crate::error::positive;
-use crate::factor::{FactorPrecision, ModelFactor, SymbolicFactor};
+use crate::factor::{ModelFactor, SymbolicFactor};
 use crate::integrator::{Integrator, Scheme};
 use crate::mesh::ClothMesh;
 use crate::sparse::CsrMatrix;
@@ -23,24 +23,15 @@ use crate::sparse::CsrMatrix;
 /// Marks a node that is not free in [`ClothModel`]'s node-to-unknown map.
 pub(crate) const PINNED: u32 = u32::MAX;
 
-/// The iteration used to minimise each substep's energy. Both use the same prefactored matrix
-/// and cost one triangular solve per iteration.
+/// The iteration used for each substep. [`SolverMethod::Anderson`] (the default) and
+/// [`SolverMethod::LocalGlobal`] use the prefactored matrix and cost one evaluation of the
+/// local-global map per iteration; [`SolverMethod::Newton`] is the converged reference.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub enum SolverMethod {
     /// Plain local-global (projective dynamics): project, then solve. Monotone but slow on stiff
     /// isometry: an unconverged step acts as extra stiffness and damping.
     LocalGlobal,
-    /// L-BFGS on the same energy with the prefactored matrix as initial inverse Hessian and an
-    /// Armijo backtracking line search (Liu, Bouaziz and Kavan 2017). Its first iteration is the
-    /// local-global step; the line search keeps every iteration a descent step. With more than
-    /// one iteration per substep the factor is kept in `f32` (it only shapes search
-    /// directions; half the memory); with one, the substep runs as the local-global step, whose
-    /// factor is kept in `f64` as for [`SolverMethod::LocalGlobal`].
-    Lbfgs {
-        /// Correction pairs remembered (1..=16).
-        history: u32,
-    },
     /// Newton's method on each substep's energy with the true (projected) Hessian, refactored
     /// every iteration, run until the force residual is below a thousandth of a node's weight
     /// or `iterations` Newton steps. The converged reference that budgeted runs are measured
@@ -54,8 +45,8 @@ pub enum SolverMethod {
     /// differences (Walker and Ni 2011; Peng et al. 2018). Safeguarded by that residual, not by
     /// an energy: an input whose residual grows is refused and the iteration goes back to the
     /// last accepted output and its contact forces. Contact stays consistent with the
-    /// iteration (forces answer through `K^-1`, as in [`SolverMethod::LocalGlobal`]); the
-    /// factor is kept in `f64`.
+    /// iteration (forces answer through `K^-1`, as in [`SolverMethod::LocalGlobal`]). The
+    /// product's iteration: every preset runs it.
     Anderson {
         /// Differences remembered (1..=16).
         history: u32,
@@ -144,7 +135,7 @@ impl SolverSettings {
         range("substeps", self.substeps, Self::MAX_SUBSTEPS)?;
         range("iterations", self.iterations, Self::MAX_ITERATIONS)?;
         range("catch_up_frames", self.catch_up_frames, 8)?;
-        if let SolverMethod::Lbfgs { history } | SolverMethod::Anderson { history } = self.method {
+        if let SolverMethod::Anderson { history } = self.method {
             range("method.history", history, 16)?;
         }
         if !self.gravity.is_finite() {
@@ -266,7 +257,7 @@ impl ClothModel {
             (None, None)
         } else {
             let mut symbolic = SymbolicFactor::analyze(&k)?;
-            let numeric = ModelFactor::factorize(&symbolic, &k, precision_for(&settings))?;
+            let numeric = ModelFactor::factorize(&symbolic, &k)?;
             symbolic.release_analysis();
             (Some(symbolic), Some(numeric))
         };
@@ -465,19 +456,6 @@ fn assemble_system(
 
 /// The scheme, and so the factored matrix, of an integrator: BDF2 runs every step as BDF2, its
 /// first from a free-fall past (see [`crate::cloth`]).
-/// The factor's precision for `settings`: `f64` where a substep solves `K x = b` for the
-/// positions themselves (local-global's right-hand-side form: [`SolverMethod::LocalGlobal`],
-/// [`SolverMethod::Anderson`], or one iteration per substep), since a rounded factor there
-/// moves the solution; `f32` where it
-/// only preconditions L-BFGS, whose gradient is exact (half the bytes, the same iterates to
-/// rounding: `crate::factor`'s module docs).
-pub(crate) fn precision_for(settings: &SolverSettings) -> FactorPrecision {
-    match settings.method {
-        SolverMethod::Lbfgs { .. } if settings.iterations > 1 => FactorPrecision::Single,
-        _ => FactorPrecision::Double,
-    }
-}
-
 fn scheme_of(integrator: Integrator) -> Scheme {
     match integrator {
         Integrator::BackwardEuler => Scheme::BackwardEuler,

@@ -1,49 +1,29 @@
-//! One implicit substep by local-global (projective dynamics) iterations.
+//! One implicit substep: the product's iteration, the map `G` accelerated by Anderson mixing.
 //!
-//! Given the prediction `x~` and pin positions, each iteration
-//! 1. **local**: projects every red triangle onto its nearest rotation (and every curved bending
-//!    row onto its rotated rest curvature), in parallel with rayon, each element writing its own
-//!    slot so the result does not depend on the thread count;
-//! 2. **global**: solves `K x_F = M x~ / h~^2 - S_FP x_P + sum_c w_c A_c^T p_c` for the free nodes
-//!    with the prefactored `K`, x, y and z as one three-column right-hand side.
+//! Given the prediction `x~` and pin positions, the map `G` ([`local_global_map`]) is
+//! 1. **local**: every red triangle projected onto its nearest rotation (and every curved
+//!    bending row onto its rotated rest curvature), in parallel with rayon, each element writing
+//!    its own slot so the result does not depend on the thread count;
+//! 2. **global**: `K x_F = M x~ / h~^2 - S_FP x_P + sum_c w_c A_c^T p_c + r` solved for the free
+//!    nodes with the prefactored `K`, x, y and z as one three-column right-hand side, `r` the
+//!    contact forces;
+//! 3. **contact**: the coupled contact step (a projected step on the forces, its response by one
+//!    solve, an exact line search; [`contact_step`]).
 //!
-//! With [`SolverMethod::Lbfgs`] the local stage evaluates the energy `f` and its gradient
-//! `M (x - x~) / h~^2 + sum_c w_c A_c^T (A_c x - p_c)` instead, element by element from the
-//! projections' residuals (no product with the assembled matrix, which the model therefore does
-//! not keep), and the iteration is L-BFGS whose initial inverse Hessian is the prefactored `K^-1`
-//! (Liu, Bouaziz and Kavan 2017): the first iteration is exactly the local-global step, later
-//! ones add curvature information from the last few steps, and an Armijo backtracking line
-//! search keeps each one a descent step.
+//! [`anderson`] runs a fixed number of evaluations of `G`, each at a combination of its last
+//! outputs (`crate::anderson`); [`crate::SolverMethod::LocalGlobal`] runs `G` unaccelerated. The
+//! projected Newton reference lives in `crate::newton`.
 //!
 //! Everything the loop touches lives in [`Scratch`], allocated once with the cloth.
-//!
-//! Measured (2,025-node sheet, same-run `cargo bench --bench stages`): the element-wise gradient
-//! against the sparse `K x` product it replaced, frame 2.51 -> 2.10 ms, and 700 KiB less model
-//! (the permuted copy of `S_FF`). Tried before it and not kept: carrying `K x` along the
-//! iteration (`K d = -(q + sum_j b_j K s_j)` from the two-loop recursion, `K s` stored per
-//! pair): frame 2.42 -> 2.22 ms, 340 KiB more workspace, and a one-minute soak whose worst frame
-//! reached 208 %; that soak figure was later found to lie within what rounding alone moves it
-//! (tests/soak.rs), so it was no evidence against the idea, but the element-wise gradient made
-//! the product it saved disappear. Computing the energy from `x . K x` and `x . b` instead of
-//! the per-term sums cancels 13 to 14 digits (terms of 4e8, changes between late iterations of
-//! 1e-6 to 1e-5): not pursued.
 
-use glam::{DVec2, DVec3, Vec3};
+use glam::DVec3;
 
 use crate::anderson::Anderson;
-use crate::collision::ContactPass;
-use crate::energy::{deformation_gradient, nearest_rotation};
-use crate::error::ClothError;
-use crate::factor::{
-    FactorPrecision, Lane4, ModelFactor, NumericFactor, SolveLanes, SymbolicFactor,
-};
-use crate::model::{ClothModel, PINNED, SolverMethod};
-use crate::sparse::CsrMatrix;
+use crate::contact::collision::pass::ContactPass;
+use crate::factor::{Lane4, ModelFactor, SolveLanes, SymbolicFactor};
+use crate::model::{ClothModel, SolverMethod};
+use crate::newton::newton_substep;
 
-/// Most halvings of the step in one line search.
-const MAX_BACKTRACKS: u32 = 6;
-/// Armijo sufficient-decrease constant.
-const ARMIJO: f64 = 1e-4;
 /// Anderson mixing refuses a mixed input whose fixed-point residual `|G(x) - x|` is more than
 /// this many times the last accepted one's. Not 1: plain local-global is not monotone in its
 /// residual either (on the banner in wind, 7.2e-3 -> 8.0e-3 m between its second and fourth
@@ -58,10 +38,9 @@ const REFUSE_GROWTH: f64 = 2.0;
 pub(crate) struct Scratch {
     /// Inertial prediction `x~`.
     pub x_tilde: Vec<DVec3>,
-    /// Constant part of the right-hand side for this substep (the right-hand-side form of
-    /// local-global only; sized on its first use).
+    /// Constant part of the right-hand side for this substep (sized on its first use).
     pub rhs_const: Vec<DVec3>,
-    /// Right-hand side being assembled (local-global), or the gradient in node order (L-BFGS).
+    /// Right-hand side being assembled, in node order (or a gradient, `crate::newton`).
     pub rhs: Vec<DVec3>,
     /// Rotation per rigid element.
     pub proj: Vec<[DVec3; 2]>,
@@ -69,15 +48,13 @@ pub(crate) struct Scratch {
     pub springs: Vec<DVec3>,
     /// Target per curved bending row.
     pub curved: Vec<DVec3>,
-    /// Energy per element of a parallel local step (large models only; small ones sum as they
-    /// go).
+    /// Energy per element of a parallel evaluation of the terms' gradient (`crate::newton`;
+    /// large models only, small ones sum as they go).
     pub energy: Vec<f64>,
     /// Right-hand side / solution in the factor's ordering, padded for the solve.
     pub solve: SolveLanes,
     /// Local origin of the linear algebra this substep (see [`solve_substep`]).
     pub origin: DVec3,
-    /// L-BFGS vectors over the free nodes in the factor's ordering.
-    pub lbfgs: Lbfgs,
     /// Anderson mixing's vectors over the free nodes in the factor's ordering (sized on first
     /// use).
     pub anderson: Anderson,
@@ -87,51 +64,6 @@ pub(crate) struct Scratch {
     pub response: Vec<DVec3>,
     /// The same in the factor's ordering.
     pub response_perm: Vec<DVec3>,
-}
-
-/// L-BFGS state for one substep (over free nodes, factor ordering).
-#[derive(Debug, Default)]
-pub(crate) struct Lbfgs {
-    x: Vec<DVec3>,
-    g: Vec<DVec3>,
-    d: Vec<DVec3>,
-    /// Contact forces in the factor's ordering (sized on the first substep with contact).
-    r: Vec<DVec3>,
-    /// Correction pairs, stored in `f32` (half the memory; a pair only shapes the search
-    /// direction, which the line search checks in `f64`).
-    s: Vec<Vec<Vec3>>,
-    y: Vec<Vec<Vec3>>,
-    rho: Vec<f64>,
-    alpha: Vec<f64>,
-    /// Number of stored pairs and the slot of the newest.
-    len: usize,
-    newest: usize,
-}
-
-impl Lbfgs {
-    /// Sizes the vectors, and the correction pairs held so far, for `nf` free nodes, reusing
-    /// their memory.
-    fn ensure(&mut self, nf: usize) {
-        for v in [&mut self.x, &mut self.g, &mut self.d] {
-            v.resize(nf, DVec3::ZERO);
-        }
-        for v in self.s.iter_mut().chain(self.y.iter_mut()) {
-            v.resize(nf, Vec3::ZERO);
-        }
-        self.len = 0;
-        self.newest = 0;
-    }
-
-    /// Holds at least `pairs` correction pairs of `nf` entries (grows only, so that cloths
-    /// with different budgets sharing a workspace do not reallocate every step).
-    fn grow_pairs(&mut self, pairs: usize, nf: usize) {
-        if self.s.len() < pairs {
-            self.s.resize_with(pairs, || vec![Vec3::ZERO; nf]);
-            self.y.resize_with(pairs, || vec![Vec3::ZERO; nf]);
-            self.rho.resize(pairs, 0.0);
-            self.alpha.resize(pairs, 0.0);
-        }
-    }
 }
 
 impl Scratch {
@@ -147,7 +79,6 @@ impl Scratch {
         self.proj.resize(t, [DVec3::ZERO; 2]);
         self.springs.resize(sp, DVec3::ZERO);
         self.curved.resize(c, DVec3::ZERO);
-        self.lbfgs.ensure(model.free_nodes.len());
     }
 
     /// Buffers sized for `model`.
@@ -158,12 +89,14 @@ impl Scratch {
     }
 }
 
-/// Runs `iterations` local-global iterations of one substep. On entry `x` holds the initial guess
-/// for free nodes and the substep's pin positions for pinned nodes, `scratch.x_tilde` the
-/// prediction. On exit `x` holds the new positions. With an active `contact` pass, every global
-/// solve adds the candidates' contact forces to its right-hand side, every iteration updates
-/// them from the new iterate (`ContactPass::update`), and a last pass puts any node still inside
-/// a body on its surface (`ContactPass::finish`).
+/// Runs `iterations` evaluations of the map `G` for one substep (accelerated by Anderson mixing
+/// unless the method is plain local-global; Newton's reference iterations for
+/// [`SolverMethod::Newton`]). On entry `x` holds the initial guess for free nodes and the
+/// substep's pin positions for pinned nodes, `scratch.x_tilde` the prediction. On exit `x` holds
+/// the new positions. With an active `contact` pass, every global solve adds the candidates'
+/// contact forces to its right-hand side, every iteration updates them from the new iterate
+/// ([`contact_step`]), and a last pass puts any node still inside a body on its surface
+/// (`ContactPass::finish`).
 pub(crate) fn solve_substep(
     model: &ClothModel,
     iterations: u32,
@@ -178,30 +111,20 @@ pub(crate) fn solve_substep(
     let ht = model.scheme().effective_step(h);
     let inv_ht2 = 1.0 / (ht * ht);
 
-    // The linear algebra (right-hand sides, solves, L-BFGS vectors) runs relative to a point on
+    // The linear algebra (right-hand sides, solves, mixing vectors) runs relative to a point on
     // the cloth: every term depends on differences of positions only, and far from the world
     // origin products with `K` would cancel large numbers (measured, when the gradient was still
     // a `K x` product: a sheet in free fall for 2 minutes, 70 km down, fell 0.7-1.3 % too
     // fast without this).
     scratch.origin = x[model.free_nodes[0] as usize];
     let origin = scratch.origin;
-    // The right-hand-side form (solving for the positions with an `f64` factor): local-global,
-    // accelerated or not, and one iteration of any method.
-    let rhs_form = matches!(
-        model.settings.method,
-        SolverMethod::LocalGlobal | SolverMethod::Anderson { .. }
-    ) || iterations == 1;
     match model.settings.method {
         SolverMethod::Newton => {
             // A reference solver: any failure leaves the last accepted iterate, which the
             // measures then show. Contact enters only through the last pass.
             let _ = newton_substep(model, x, inv_ht2, iterations, scratch);
         }
-        // One L-BFGS iteration is exactly the local-global step (no pairs yet, taken whole);
-        // the local-global form skips the energy and gradient evaluations around it.
-        SolverMethod::LocalGlobal | SolverMethod::Lbfgs { .. } | SolverMethod::Anderson { .. }
-            if rhs_form && factor.precision() == FactorPrecision::Double =>
-        {
+        SolverMethod::LocalGlobal | SolverMethod::Anderson { .. } => {
             // Constant right-hand side: M (x~ - o) / h~^2 - S_FP (x_P - o) (free rows only are
             // read).
             let x_tilde = std::mem::take(&mut scratch.x_tilde);
@@ -223,17 +146,6 @@ pub(crate) fn solve_substep(
                 _ => local_global(model, symbolic, factor, iterations, x, scratch, contact),
             }
         }
-        method => {
-            let history = match method {
-                SolverMethod::Lbfgs { history } => history as usize,
-                SolverMethod::LocalGlobal
-                | SolverMethod::Newton
-                | SolverMethod::Anderson { .. } => 0,
-            };
-            lbfgs(
-                model, symbolic, factor, inv_ht2, iterations, history, x, scratch, contact,
-            )
-        }
     }
     if contact.pass.active() || contact.pass.has_limits() {
         contact.pass.finish(
@@ -246,29 +158,16 @@ pub(crate) fn solve_substep(
     }
 }
 
-/// One contact iteration after a global solve: gaps at `x`, the collective compliance
-/// measured again if the contact set grew (one solve with the contact normals as right-hand
-/// side, see `ContactPass::set_response`), then the forces updated.
+/// One per-node contact iteration after a global solve (while self-contact pairs are active):
+/// gaps at `x`, the collective compliance measured again if the contact set grew (one solve with
+/// the contact normals as right-hand side, see `ContactPass::set_response`), then the forces
+/// updated.
 fn contact_iteration(
     model: &ClothModel,
     symbolic: &SymbolicFactor,
     factor: &ModelFactor,
     x: &[DVec3],
     scratch: &mut Scratch,
-    contact: &mut Contact<'_>,
-) {
-    let mut solve = std::mem::take(&mut scratch.solve);
-    contact_iteration_lanes(model, symbolic, factor, x, scratch, &mut solve, contact);
-    scratch.solve = solve;
-}
-
-fn contact_iteration_lanes(
-    model: &ClothModel,
-    symbolic: &SymbolicFactor,
-    factor: &ModelFactor,
-    x: &[DVec3],
-    scratch: &mut Scratch,
-    solve: &mut SolveLanes,
     contact: &mut Contact<'_>,
 ) {
     let pass = &mut *contact.pass;
@@ -283,7 +182,7 @@ fn contact_iteration_lanes(
             factor,
             &scratch.response,
             &mut scratch.response_perm,
-            solve,
+            &mut scratch.solve,
         );
         scatter_solution(model, &scratch.response_perm, &mut scratch.response);
         pass.set_response(&scratch.response, &model.compliance);
@@ -376,7 +275,6 @@ fn local_global(
 ) {
     scratch
         .solve
-        .double
         .resize(model.free_nodes.len(), Lane4::default());
     for _ in 0..iterations {
         local_global_map(model, symbolic, factor, x, scratch, contact);
@@ -386,7 +284,7 @@ fn local_global(
 /// The product's iteration, the map `G`: local step at `x`, global solve with the contact
 /// forces in the right-hand side (`K x = b + r`), then the coupled contact step (or, while
 /// self-contact pairs are active, the per-node update). Leaves `G(x)` in `x` and the forces it
-/// produced in the contact pass. `scratch.solve.double` must be sized for the free nodes.
+/// produced in the contact pass. `scratch.solve` must be sized for the free nodes.
 fn local_global_map(
     model: &ClothModel,
     symbolic: &SymbolicFactor,
@@ -395,24 +293,21 @@ fn local_global_map(
     scratch: &mut Scratch,
     contact: &mut Contact<'_>,
 ) {
-    let ModelFactor::Double(rhs_factor) = factor else {
-        unreachable!("the right-hand-side form runs only on an f64 factor (`solve_substep`)");
-    };
     let active = contact.pass.active();
     project_and_assemble(model, x, scratch);
     if active {
         // The contact forces join the right-hand side: `K x = b + r`.
         let force = &contact.pass.node_force;
-        for (b, &node) in scratch.solve.double.iter_mut().zip(&model.solve_order) {
+        for (b, &node) in scratch.solve.iter_mut().zip(&model.solve_order) {
             *b = Lane4::from_vec(scratch.rhs[node as usize] + force[node as usize]);
         }
     } else {
-        for (b, &node) in scratch.solve.double.iter_mut().zip(&model.solve_order) {
+        for (b, &node) in scratch.solve.iter_mut().zip(&model.solve_order) {
             *b = Lane4::from_vec(scratch.rhs[node as usize]);
         }
     }
-    rhs_factor.solve_lanes(symbolic, &mut scratch.solve.double);
-    for (b, &node) in scratch.solve.double.iter().zip(&model.solve_order) {
+    factor.solve_lanes(symbolic, &mut scratch.solve);
+    for (b, &node) in scratch.solve.iter().zip(&model.solve_order) {
         x[node as usize] = b.vec() + scratch.origin;
     }
     if active {
@@ -445,7 +340,6 @@ fn anderson(
 ) {
     scratch
         .solve
-        .double
         .resize(model.free_nodes.len(), Lane4::default());
     let mut aa = std::mem::take(&mut scratch.anderson);
     aa.ensure(model.free_nodes.len(), history);
@@ -595,652 +489,9 @@ fn scatter_solution(model: &ClothModel, solution: &[DVec3], nodes: &mut [DVec3])
     }
 }
 
-/// Energy of every term at `x` and its gradient `sum_c w_c A_c^T (A_c x - p_c)` added to
-/// `scratch.rhs` (node order, every node), element by element from the local step's residuals:
-/// no product with the assembled matrix is needed (which the model therefore does not keep).
-fn add_terms_gradient(model: &ClothModel, x: &[DVec3], scratch: &mut Scratch) -> f64 {
-    let terms = &model.terms;
-    let grad = &mut scratch.rhs;
-    let rigid = terms.rigid_residuals(x, &mut scratch.proj, &mut scratch.energy);
-    terms.scatter_rigid(&scratch.proj, grad);
-    let springs = terms.spring_residuals(x, &mut scratch.springs, &mut scratch.energy);
-    terms.scatter_springs(&scratch.springs, grad);
-    let mut curved = 0.0;
-    if !terms.bending.curved.is_empty() {
-        curved = terms.curved_residuals(x, &mut scratch.curved, &mut scratch.energy);
-        terms.scatter_curved(&scratch.curved, grad);
-    }
-    rigid + springs + curved + terms.quadratic_gradient(x, grad)
-}
-
-/// Energy (up to a constant) at `xs` (free nodes, factor ordering), with its gradient left in
-/// `scratch.rhs` (node order; [`gather_gradient`] takes it out); also writes `xs` into the node
-/// positions `x`.
-///
-/// The gradient is `M (x - x~) / h~^2` plus the terms' gradient, summed element by element
-/// ([`add_terms_gradient`]); pinned nodes enter through the elements they belong to.
-fn evaluate(
-    model: &ClothModel,
-    inv_ht2: f64,
-    xs: &[DVec3],
-    x: &mut [DVec3],
-    scratch: &mut Scratch,
-) -> f64 {
-    evaluate_points(model, inv_ht2, xs.iter().copied(), x, scratch)
-}
-
-/// [`evaluate`] at the point `xs + step d` (the line search's trial, formed as it is read, so
-/// that it needs no buffer of its own).
-fn evaluate_trial(
-    model: &ClothModel,
-    inv_ht2: f64,
-    (xs, d, step): (&[DVec3], &[DVec3], f64),
-    x: &mut [DVec3],
-    scratch: &mut Scratch,
-) -> f64 {
-    let points = xs.iter().zip(d).map(|(&xi, &di)| xi + step * di);
-    evaluate_points(model, inv_ht2, points, x, scratch)
-}
-
-#[inline(always)]
-fn evaluate_points(
-    model: &ClothModel,
-    inv_ht2: f64,
-    points: impl Iterator<Item = DVec3>,
-    x: &mut [DVec3],
-    scratch: &mut Scratch,
-) -> f64 {
-    let order = &model.solve_order;
-    let origin = scratch.origin;
-    let mut f = 0.0;
-    for (xi, &node) in points.zip(order) {
-        let node = node as usize;
-        x[node] = xi + origin;
-        let m = model.masses[node] * inv_ht2;
-        let d = x[node] - scratch.x_tilde[node];
-        scratch.rhs[node] = m * d;
-        f += 0.5 * m * d.length_squared();
-    }
-    for &p in &model.pins {
-        scratch.rhs[p as usize] = DVec3::ZERO;
-    }
-    f += add_terms_gradient(model, x, scratch);
-    f
-}
-
-/// The gradient of the last [`evaluate`] (in `rhs`, node order) in the factor's ordering.
+/// The entries of `rhs` (node order) at the free nodes, in the factor's ordering.
 fn gather_gradient(model: &ClothModel, rhs: &[DVec3], g: &mut [DVec3]) {
     for (gi, &node) in g.iter_mut().zip(&model.solve_order) {
         *gi = rhs[node as usize];
-    }
-}
-
-/// Static energy `E(x) - sum m g . x` (up to a constant) and its gradient over the free nodes in
-/// the factor's ordering (`grad[i]` belongs to node `solve_order[i]`). At an equilibrium under
-/// `gravity` the gradient is zero, whatever solver reached it.
-pub(crate) fn static_gradient(
-    model: &ClothModel,
-    x: &[DVec3],
-    gravity: DVec3,
-    scratch: &mut Scratch,
-    grad: &mut [DVec3],
-) -> f64 {
-    let mut potential = 0.0;
-    scratch.rhs.fill(DVec3::ZERO);
-    for &n in &model.free_nodes {
-        let n = n as usize;
-        potential -= model.masses[n] * gravity.dot(x[n]);
-        scratch.rhs[n] = -model.masses[n] * gravity;
-    }
-    let energy = add_terms_gradient(model, x, scratch);
-    for (gi, &node) in grad.iter_mut().zip(&model.solve_order) {
-        *gi = scratch.rhs[node as usize];
-    }
-    potential + energy
-}
-
-fn dot(a: &[DVec3], b: &[DVec3]) -> f64 {
-    a.iter().zip(b).map(|(p, q)| p.dot(*q)).sum()
-}
-
-/// `sum_i a_i . b_i` with `a` widened from stored `f32`.
-fn dot_f32(a: &[Vec3], b: &[DVec3]) -> f64 {
-    a.iter().zip(b).map(|(p, q)| p.as_dvec3().dot(*q)).sum()
-}
-
-/// L-BFGS iterations with `history` correction pairs (at most the workspace's).
-///
-/// With contact the substep minimises `f(x) - r . x` for the contact forces `r`, which are held
-/// constant within an iteration and updated after it: the search direction and the line search
-/// see the gradient `g - r`, while each correction pair is a difference of the smooth gradient
-/// `g` alone, so the pairs stay secants of the smooth energy when the forces change.
-#[allow(clippy::too_many_arguments)]
-fn lbfgs(
-    model: &ClothModel,
-    symbolic: &SymbolicFactor,
-    factor: &ModelFactor,
-    inv_ht2: f64,
-    iterations: u32,
-    history: usize,
-    x: &mut [DVec3],
-    scratch: &mut Scratch,
-    contact: &mut Contact<'_>,
-) {
-    let mut lb = std::mem::take(&mut scratch.lbfgs);
-    // A pair is made after each iteration and first used by the next, so a substep uses at most
-    // `iterations - 1` of them: the ring needs no more slots than that (the same directions as
-    // `history` slots, bit for bit; 47.5 KB less on the 2,025-node sheet at 5 iterations).
-    let m = history.min(iterations.saturating_sub(1) as usize);
-    lb.grow_pairs(m, model.free_nodes.len());
-    lb.len = 0;
-    let active = contact.pass.active();
-    if active {
-        lb.r.resize(model.free_nodes.len(), DVec3::ZERO);
-        gather_gradient(model, &contact.pass.node_force, &mut lb.r);
-    }
-    for (xi, &node) in lb.x.iter_mut().zip(&model.solve_order) {
-        *xi = x[node as usize] - scratch.origin;
-    }
-    let mut f = evaluate(model, inv_ht2, &lb.x, x, scratch);
-    gather_gradient(model, &scratch.rhs, &mut lb.g);
-    for _ in 0..iterations {
-        // The contact forces' share of the energy and of the gradient along the direction.
-        let force_dot = |lb: &Lbfgs, v: &[DVec3]| if active { dot(&lb.r, v) } else { 0.0 };
-        // Two-loop recursion: d = -H (g - r) with H0 = K^-1.
-        lb.d.copy_from_slice(&lb.g);
-        if active {
-            for (d, r) in lb.d.iter_mut().zip(&lb.r) {
-                *d -= *r;
-            }
-        }
-        for k in 0..lb.len {
-            let j = (lb.newest + m - k) % m;
-            let a = lb.rho[j] * dot_f32(&lb.s[j], &lb.d);
-            lb.alpha[j] = a;
-            for (d, y) in lb.d.iter_mut().zip(&lb.y[j]) {
-                *d -= a * y.as_dvec3();
-            }
-        }
-        factor.solve_permuted(symbolic, &mut lb.d, &mut scratch.solve);
-        for k in (0..lb.len).rev() {
-            let j = (lb.newest + m - k) % m;
-            let b = lb.alpha[j] - lb.rho[j] * dot_f32(&lb.y[j], &lb.d);
-            for (d, s) in lb.d.iter_mut().zip(&lb.s[j]) {
-                *d += b * s.as_dvec3();
-            }
-        }
-        for d in lb.d.iter_mut() {
-            *d = -*d;
-        }
-        let mut gd = dot(&lb.g, &lb.d) - force_dot(&lb, &lb.d);
-        if gd.is_nan() || gd >= 0.0 {
-            // Not a descent direction (curvature pairs gone stale): fall back to local-global.
-            lb.len = 0;
-            lb.d.copy_from_slice(&lb.g);
-            if active {
-                for (d, r) in lb.d.iter_mut().zip(&lb.r) {
-                    *d -= *r;
-                }
-            }
-            factor.solve_permuted(symbolic, &mut lb.d, &mut scratch.solve);
-            for d in lb.d.iter_mut() {
-                *d = -*d;
-            }
-            gd = dot(&lb.g, &lb.d) - force_dot(&lb, &lb.d);
-            if gd.is_nan() || gd >= 0.0 {
-                break; // converged to rounding
-            }
-        }
-        let (rx, rd) = (force_dot(&lb, &lb.x), force_dot(&lb, &lb.d));
-        let f_total = f - rx;
-        // Armijo backtracking. With no curvature pairs the direction is the local-global step,
-        // which decreases the energy by construction: take it whole (a failed comparison there
-        // only means the energy differences are below rounding).
-        let plain_step = lb.len == 0;
-        let mut step = 1.0;
-        let mut f_trial;
-        let mut f_trial_total;
-        let mut tries = 0;
-        loop {
-            // The trial's gradient stays in `scratch.rhs` until the step is accepted.
-            f_trial = evaluate_trial(model, inv_ht2, (&lb.x, &lb.d, step), x, scratch);
-            f_trial_total = f_trial - (rx + step * rd);
-            if plain_step
-                || f_trial_total <= f_total + ARMIJO * step * gd
-                || tries == MAX_BACKTRACKS
-            {
-                break;
-            }
-            step *= 0.5;
-            tries += 1;
-        }
-        if !plain_step && (f_trial_total.is_nan() || f_trial_total > f_total) {
-            // No decrease even at the smallest step: drop the curvature pairs and retry from
-            // here with the local-global direction.
-            f = evaluate(model, inv_ht2, &lb.x, x, scratch);
-            gather_gradient(model, &scratch.rhs, &mut lb.g);
-            lb.len = 0;
-            continue;
-        }
-        // New correction pair, and the accepted gradient taken out of `scratch.rhs`.
-        if m > 0 {
-            let slot = if lb.len == 0 { 0 } else { (lb.newest + 1) % m };
-            let (mut sy, mut yy) = (0.0, 0.0);
-            for (i, &node) in model.solve_order.iter().enumerate() {
-                let g_trial = scratch.rhs[node as usize];
-                // The accepted point, formed as the line search's evaluation formed it.
-                let x_trial = lb.x[i] + step * lb.d[i];
-                // Rounded as stored, so that rho belongs to the pair the recursion uses.
-                let s = (x_trial - lb.x[i]).as_vec3();
-                lb.x[i] = x_trial;
-                let y = (g_trial - lb.g[i]).as_vec3();
-                lb.s[slot][i] = s;
-                lb.y[slot][i] = y;
-                lb.g[i] = g_trial;
-                let (s, y) = (s.as_dvec3(), y.as_dvec3());
-                sy += s.dot(y);
-                yy += y.dot(y);
-            }
-            if sy > 1e-12 * yy {
-                lb.rho[slot] = 1.0 / sy;
-                lb.newest = slot;
-                lb.len = (lb.len + 1).min(m);
-            }
-        } else {
-            gather_gradient(model, &scratch.rhs, &mut lb.g);
-            for (xi, &di) in lb.x.iter_mut().zip(&lb.d) {
-                *xi += step * di;
-            }
-        }
-        f = f_trial;
-        // Contact: new forces from the accepted iterate (held in `x` by the last evaluation).
-        if active {
-            let mut solve = std::mem::take(&mut scratch.solve);
-            contact_iteration_lanes(model, symbolic, factor, x, scratch, &mut solve, contact);
-            scratch.solve = solve;
-            gather_gradient(model, &contact.pass.node_force, &mut lb.r);
-            // While a game constraint pushes, the substep iterates as local-global: the limit
-            // forces are corrected with compliances from `K^-1`, which is how a local-global
-            // step answers a force, and the curvature pairs of L-BFGS overshoot them. Measured
-            // on the cape demo at 2 x 5 with max distance and backstops: 108 % max strain with
-            // the pairs kept, 28 % without.
-            if contact.pass.limit_pushing() {
-                lb.len = 0;
-            }
-        }
-    }
-    scratch.lbfgs = lb;
-}
-
-// Projected Newton (the `Newton` method's substeps and `equilibrium::relax`).
-
-/// What [`crate::Cloth::relax`] reached.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct RelaxReport {
-    /// Newton iterations run.
-    pub iterations: u32,
-    /// Largest force residual over free nodes at the end, in newtons.
-    pub force_residual: f64,
-    /// Whether the residual fell below the requested tolerance.
-    pub converged: bool,
-}
-
-/// Most step halvings per line search of Newton's method.
-const NEWTON_BACKTRACKS: u32 = 40;
-
-/// One implicit substep solved by Newton's method: minimises
-/// `sum m |x - x~|^2 / (2 h~^2) + E(x)` (`x~` in `scratch.x_tilde`, gravity inside it) until the
-/// largest nodal force residual is below a thousandth of the heaviest free node's weight, or
-/// after `max_iterations`. The [`crate::SolverMethod::Newton`] path:
-/// a converged reference, not a frame-loop solver (it allocates and refactors every iteration).
-pub(crate) fn newton_substep(
-    model: &ClothModel,
-    x: &mut [DVec3],
-    inv_ht2: f64,
-    max_iterations: u32,
-    scratch: &mut Scratch,
-) -> Result<RelaxReport, ClothError> {
-    let x_tilde = std::mem::take(&mut scratch.x_tilde);
-    let order = &model.solve_order;
-    // Tolerance: a thousandth of the heaviest node's weight under 1 g. Newton reaches it in 3
-    // to 5 iterations from the prediction; the rounding floor of the gradient (the 1e8-weight
-    // conformity rows) is 1e-7 to 1e-6 of that weight on the 12 x 12-cell square.
-    let heaviest = model
-        .free_nodes
-        .iter()
-        .map(|&n| model.masses[n as usize])
-        .fold(0.0f64, f64::max);
-    let tolerance = 1e-3 * heaviest * 9.81;
-    let report = newton(
-        model,
-        x,
-        |x, scratch, grad| {
-            let mut e = static_gradient(model, x, DVec3::ZERO, scratch, grad);
-            for (g, &node) in grad.iter_mut().zip(order) {
-                let node = node as usize;
-                let m = model.masses[node] * inv_ht2;
-                let d = x[node] - x_tilde[node];
-                *g += m * d;
-                e += 0.5 * m * d.length_squared();
-            }
-            e
-        },
-        inv_ht2,
-        tolerance,
-        max_iterations,
-        scratch,
-    );
-    scratch.x_tilde = x_tilde;
-    report
-}
-
-/// Newton's method with a projected Hessian, a Levenberg-Marquardt mass shift and an Armijo
-/// line search on `eval` (energy, and gradient over the free nodes in the factor's ordering);
-/// `mass_scale` adds `m mass_scale` to the Hessian's diagonal (the inertia term's `1/h~^2`, or
-/// zero for statics).
-pub(crate) fn newton(
-    model: &ClothModel,
-    x: &mut [DVec3],
-    mut eval: impl FnMut(&[DVec3], &mut Scratch, &mut [DVec3]) -> f64,
-    mass_scale: f64,
-    tolerance: f64,
-    max_iterations: u32,
-    scratch: &mut Scratch,
-) -> Result<RelaxReport, ClothError> {
-    let nf = model.free_nodes.len();
-    let order = &model.solve_order;
-    if nf == 0 {
-        return Ok(RelaxReport {
-            converged: true,
-            ..Default::default()
-        });
-    }
-    let mut slot = vec![PINNED; x.len()];
-    for (i, &node) in order.iter().enumerate() {
-        slot[node as usize] = i as u32;
-    }
-    let mut grad = vec![DVec3::ZERO; nf];
-    let mut trial_grad = vec![DVec3::ZERO; nf];
-    let mut x0 = vec![DVec3::ZERO; nf];
-    let mut step = vec![0.0; 3 * nf];
-    let mut d = vec![DVec3::ZERO; nf];
-    let mut triplets = Vec::new();
-    let mut symbolic: Option<SymbolicFactor> = None;
-    // Levenberg-Marquardt shift, as a multiple of each node's mass (1/s^2).
-    let mut shift = 1e-3;
-    let mut energy = eval(x, scratch, &mut grad);
-    let residual = |g: &[DVec3]| g.iter().map(|v| v.length()).fold(0.0f64, f64::max);
-    let mut report = RelaxReport {
-        force_residual: residual(&grad),
-        ..Default::default()
-    };
-    while report.iterations < max_iterations {
-        if report.force_residual < tolerance {
-            report.converged = true;
-            break;
-        }
-        report.iterations += 1;
-        triplets.clear();
-        hessian(model, x, &slot, &mut triplets);
-        for (i, &node) in order.iter().enumerate() {
-            let d = (shift + mass_scale) * model.masses[node as usize].max(1e-12);
-            for c in 0..3 {
-                let k = 3 * i as u32 + c;
-                triplets.push((k, k, d));
-            }
-        }
-        let h = CsrMatrix::from_triplets(3 * nf, &mut triplets);
-        if symbolic.is_none() {
-            symbolic = Some(SymbolicFactor::analyze(&h)?);
-        }
-        let sym = symbolic.as_ref().expect("analysed above");
-        let factor = match NumericFactor::<f64>::factorize(sym, &h) {
-            Ok(f) => f,
-            Err(_) => {
-                shift *= 10.0;
-                continue;
-            }
-        };
-        let perm = sym.perm();
-        for (k, &p) in perm.iter().enumerate() {
-            let p = p as usize;
-            step[k] = -grad[p / 3][p % 3];
-        }
-        factor.solve_scalar_permuted(sym, &mut step);
-        for (k, &p) in perm.iter().enumerate() {
-            let p = p as usize;
-            d[p / 3][p % 3] = step[k];
-        }
-        let slope: f64 = grad.iter().zip(&d).map(|(g, d)| g.dot(*d)).sum();
-        for (i, &node) in order.iter().enumerate() {
-            x0[i] = x[node as usize];
-        }
-        let mut alpha = 1.0;
-        let mut accepted = false;
-        for _ in 0..NEWTON_BACKTRACKS {
-            for (i, &node) in order.iter().enumerate() {
-                x[node as usize] = x0[i] + alpha * d[i];
-            }
-            let e = eval(x, scratch, &mut trial_grad);
-            if e <= energy + 1e-4 * alpha * slope || (e - energy).abs() <= 1e-15 * energy.abs() {
-                energy = e;
-                std::mem::swap(&mut grad, &mut trial_grad);
-                accepted = true;
-                break;
-            }
-            alpha *= 0.5;
-        }
-        if accepted {
-            shift = (shift / 3.0).max(1e-6);
-        } else {
-            for (i, &node) in order.iter().enumerate() {
-                x[node as usize] = x0[i];
-            }
-            shift *= 10.0;
-        }
-        report.force_residual = residual(&grad);
-    }
-    report.converged = report.force_residual < tolerance;
-    Ok(report)
-}
-
-/// Pushes the Hessian of the static energy (each element's part projected to be positive
-/// semidefinite) over the free unknowns `3 * slot[node] + axis`.
-fn hessian(model: &ClothModel, x: &[DVec3], slot: &[u32], out: &mut Vec<(u32, u32, f64)>) {
-    let terms = &model.terms;
-    // Quadratic rows (conformity, boundary, bending): w c_a c_b on each axis. Curved bending
-    // rows use the same Gauss-Newton block.
-    for rows in [&terms.linear, &terms.bending.rows] {
-        for r in 0..rows.len() {
-            let (nodes, coefs) = rows.row(r);
-            let w = rows.weight[r];
-            for (&a, &ca) in nodes.iter().zip(coefs) {
-                for (&b, &cb) in nodes.iter().zip(coefs) {
-                    let (sa, sb) = (slot[a as usize], slot[b as usize]);
-                    if sa != PINNED && sb != PINNED {
-                        for c in 0..3 {
-                            out.push((3 * sa + c, 3 * sb + c, w * ca * cb));
-                        }
-                    }
-                }
-            }
-        }
-    }
-    let mut push_block = |a: u32, b: u32, m: &[[f64; 3]; 3]| {
-        let (sa, sb) = (slot[a as usize], slot[b as usize]);
-        if sa != PINNED && sb != PINNED {
-            for (i, row) in m.iter().enumerate() {
-                for (j, &v) in row.iter().enumerate() {
-                    out.push((3 * sa + i as u32, 3 * sb + j as u32, v));
-                }
-            }
-        }
-    };
-    // Isometry: H = G^T H_F G with H_F the projected Hessian of (w/2)|F - R(F)|^2.
-    let rigid = &terms.rigid;
-    for e in 0..rigid.nodes.len() {
-        let f = deformation_gradient(&rigid.nodes[e], &rigid.grad[e], x);
-        let hf = isometry_hessian(f, rigid.weight[e]);
-        let g: &[DVec2; 3] = &rigid.grad[e];
-        for a in 0..3 {
-            for b in 0..3 {
-                let mut m = [[0.0; 3]; 3];
-                for (i, row) in m.iter_mut().enumerate() {
-                    for (j, v) in row.iter_mut().enumerate() {
-                        for c in 0..2 {
-                            for d in 0..2 {
-                                *v += g[a][c] * g[b][d] * hf[3 * c + i][3 * d + j];
-                            }
-                        }
-                    }
-                }
-                push_block(rigid.nodes[e][a], rigid.nodes[e][b], &m);
-            }
-        }
-    }
-    // Render-edge springs: w [u u^T + max(1 - r/l, 0) (I - u u^T)].
-    let sp = &terms.springs;
-    for ((&[a, b], &w), &rest) in sp.nodes.iter().zip(&sp.weight).zip(&sp.rest) {
-        let d = x[a as usize] - x[b as usize];
-        let l = d.length().max(1e-300);
-        let u = d / l;
-        let t = (1.0 - rest / l).max(0.0);
-        let mut m = [[0.0; 3]; 3];
-        for (i, row) in m.iter_mut().enumerate() {
-            for (j, v) in row.iter_mut().enumerate() {
-                let id = if i == j { 1.0 } else { 0.0 };
-                *v = w * (u[i] * u[j] + t * (id - u[i] * u[j]));
-            }
-        }
-        let neg = m.map(|r| r.map(|v| -v));
-        push_block(a, a, &m);
-        push_block(b, b, &m);
-        push_block(a, b, &neg);
-        push_block(b, a, &neg);
-    }
-}
-
-/// Hessian of `(w/2)|F - R(F)|^2` in the six entries of `F` (column-major: `3 * column + axis`),
-/// by central differences of its gradient `w (F - R(F))`, projected onto its positive
-/// semidefinite part.
-#[allow(clippy::needless_range_loop)] // index loops read as the matrix algebra they implement
-fn isometry_hessian(f: [DVec3; 2], w: f64) -> [[f64; 6]; 6] {
-    let scale = f[0].length().max(f[1].length()).max(1e-12);
-    let h = 1e-6 * scale;
-    let grad = |f: [DVec3; 2]| {
-        let r = nearest_rotation(f);
-        let (g0, g1) = (f[0] - r[0], f[1] - r[1]);
-        [g0.x, g0.y, g0.z, g1.x, g1.y, g1.z]
-    };
-    let mut m = [[0.0; 6]; 6];
-    for k in 0..6 {
-        let mut plus = f;
-        let mut minus = f;
-        plus[k / 3][k % 3] += h;
-        minus[k / 3][k % 3] -= h;
-        let (gp, gm) = (grad(plus), grad(minus));
-        for i in 0..6 {
-            m[i][k] = w * (gp[i] - gm[i]) / (2.0 * h);
-        }
-    }
-    for i in 0..6 {
-        for k in 0..i {
-            let s = 0.5 * (m[i][k] + m[k][i]);
-            m[i][k] = s;
-            m[k][i] = s;
-        }
-    }
-    project_psd(m)
-}
-
-/// The nearest positive semidefinite matrix: symmetric Jacobi eigen-decomposition, negative
-/// eigenvalues set to zero.
-#[allow(clippy::needless_range_loop)] // Jacobi rotations update rows and columns by index
-fn project_psd(mut a: [[f64; 6]; 6]) -> [[f64; 6]; 6] {
-    let mut v = [[0.0; 6]; 6];
-    for (i, row) in v.iter_mut().enumerate() {
-        row[i] = 1.0;
-    }
-    let norm: f64 = a.iter().flatten().map(|x| x * x).sum::<f64>().sqrt();
-    for _sweep in 0..50 {
-        let off: f64 = (0..6)
-            .flat_map(|i| (0..6).filter(move |&j| j != i).map(move |j| (i, j)))
-            .map(|(i, j)| a[i][j] * a[i][j])
-            .sum::<f64>()
-            .sqrt();
-        if off <= 1e-15 * norm.max(1e-300) {
-            break;
-        }
-        for p in 0..6 {
-            for q in p + 1..6 {
-                if a[p][q].abs() <= 1e-300 {
-                    continue;
-                }
-                let theta = (a[q][q] - a[p][p]) / (2.0 * a[p][q]);
-                let t = theta.signum() / (theta.abs() + (theta * theta + 1.0).sqrt());
-                let t = if theta == 0.0 { 1.0 } else { t };
-                let c = 1.0 / (t * t + 1.0).sqrt();
-                let s = t * c;
-                for k in 0..6 {
-                    let (akp, akq) = (a[k][p], a[k][q]);
-                    a[k][p] = c * akp - s * akq;
-                    a[k][q] = s * akp + c * akq;
-                }
-                for k in 0..6 {
-                    let (apk, aqk) = (a[p][k], a[q][k]);
-                    a[p][k] = c * apk - s * aqk;
-                    a[q][k] = s * apk + c * aqk;
-                }
-                for row in v.iter_mut() {
-                    let (vp, vq) = (row[p], row[q]);
-                    row[p] = c * vp - s * vq;
-                    row[q] = s * vp + c * vq;
-                }
-            }
-        }
-    }
-    let mut out = [[0.0; 6]; 6];
-    for k in 0..6 {
-        let lambda = a[k][k].max(0.0);
-        if lambda == 0.0 {
-            continue;
-        }
-        for i in 0..6 {
-            for j in 0..6 {
-                out[i][j] += lambda * v[i][k] * v[j][k];
-            }
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Projection keeps a PSD matrix (to 1e-10) and removes a negative eigenvalue exactly.
-    #[test]
-    fn psd_projection_clamps_only_negative_eigenvalues() {
-        let mut a = [[0.0; 6]; 6];
-        for (i, row) in a.iter_mut().enumerate() {
-            for (j, v) in row.iter_mut().enumerate() {
-                *v = if i == j {
-                    3.0 + i as f64
-                } else {
-                    0.3 / (1.0 + (i + j) as f64)
-                };
-            }
-        }
-        let p = project_psd(a);
-        for i in 0..6 {
-            for j in 0..6 {
-                assert!((p[i][j] - a[i][j]).abs() < 1e-10, "{i} {j}");
-            }
-        }
-        let mut d = [[0.0; 6]; 6];
-        d[0][0] = -2.0;
-        d[1][1] = 5.0;
-        let p = project_psd(d);
-        assert!(p[0][0].abs() < 1e-14 && (p[1][1] - 5.0).abs() < 1e-14);
     }
 }

@@ -5,7 +5,7 @@
 use glam::DVec3;
 
 use crate::cloth::Cloth;
-use crate::factor::{FactorPrecision, Lane4, Lane4f, PadLanes, SolveLanes};
+use crate::factor::{Lane4, SolveLanes};
 use crate::model::ClothModel;
 use crate::solver::Scratch;
 
@@ -30,18 +30,12 @@ impl Stages {
             .rhs_const
             .resize(model.mesh.node_count(), DVec3::ZERO);
         let free = cloth.positions().iter().take(model.free_nodes.len());
-        let rhs0 = SolveLanes {
-            double: free.clone().map(|&p| Lane4::from_vec(p)).collect(),
-            single: free.map(|&p| Lane4f::from_vec(p)).collect(),
-        };
+        let rhs0: SolveLanes = free.map(|&p| Lane4::from_vec(p)).collect();
         Self {
             x: cloth.positions().to_vec(),
             model,
             scratch,
-            rhs: SolveLanes {
-                double: rhs0.double.clone(),
-                single: rhs0.single.clone(),
-            },
+            rhs: rhs0.clone(),
             rhs0,
         }
     }
@@ -62,10 +56,7 @@ impl Stages {
         else {
             return;
         };
-        match factor.precision() {
-            FactorPrecision::Double => self.rhs.double.copy_from_slice(&self.rhs0.double),
-            FactorPrecision::Single => self.rhs.single.copy_from_slice(&self.rhs0.single),
-        }
+        self.rhs.copy_from_slice(&self.rhs0);
         factor.solve_lanes(symbolic, &mut self.rhs);
     }
 

@@ -1,8 +1,8 @@
 //! Working memory for stepping cloths: everything a step needs that does not outlive it.
 //!
 //! A [`Cloth`](crate::Cloth) holds only its state (positions, velocities and their history, pin
-//! targets, which nodes touch a body). The prediction, right-hand sides, projections, L-BFGS
-//! vectors, contact buffers and forces, and the copy of the positions
+//! targets, which nodes touch a body). The prediction, right-hand sides, projections, Anderson
+//! mixing's vectors, contact buffers and forces, and the copy of the positions
 //! kept for rolling back a fault live in a [`Workspace`], which any number of cloths stepped one
 //! after another share, in the manner of faer's preallocated scratch. Its buffers only grow: once
 //! it has served the largest cloth it will see, stepping allocates nothing. Buffers that only some
@@ -17,7 +17,7 @@ use std::cell::RefCell;
 
 use glam::DVec3;
 
-use crate::collision::ContactPass;
+use crate::contact::collision::pass::ContactPass;
 use crate::model::ClothModel;
 use crate::solver::Scratch;
 

@@ -148,7 +148,7 @@ pub struct ClothRenderMesh {
 /// and the files under `presets/`.
 ///
 /// Reading one checks each count as it is read and refuses unknown fields, also inside
-/// `method` (`Lbfgs(history: 5)`), so that an error points at the value.
+/// `method` (`Anderson(history: 5)`), so that an error points at the value.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct BudgetPreset {
@@ -165,17 +165,13 @@ pub struct BudgetPreset {
     pub method: SolverMethod,
 }
 
-/// [`SolverMethod`] as files write it, refusing unknown fields in `Lbfgs` and checking its
+/// [`SolverMethod`] as files write it, refusing unknown fields in `Anderson` and checking its
 /// history as it is read. (`SolverMethod` itself lives in `model.rs`; this mirror is checked
 /// against it by the compiler.)
 #[derive(Deserialize)]
 #[serde(remote = "SolverMethod", deny_unknown_fields)]
 enum StrictSolverMethod {
     LocalGlobal,
-    Lbfgs {
-        #[serde(deserialize_with = "count::<_, 1, 16>")]
-        history: u32,
-    },
     Newton,
     Anderson {
         #[serde(deserialize_with = "count::<_, 1, 16>")]

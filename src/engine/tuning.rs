@@ -64,11 +64,10 @@ impl Candidate {
         self.substeps * self.iterations
     }
 
-    /// A short name: `2x5 lbfgs`, `1x5 lg`, `4x30 newton`.
+    /// A short name: `2x5 aa`, `1x5 lg`, `4x30 newton`.
     pub fn label(&self) -> String {
         let m = match self.method {
             SolverMethod::LocalGlobal => "lg",
-            SolverMethod::Lbfgs { .. } => "lbfgs",
             SolverMethod::Anderson { .. } => "aa",
             SolverMethod::Newton => "newton",
         };
@@ -79,7 +78,6 @@ impl Candidate {
     fn method_ron(&self) -> String {
         match self.method {
             SolverMethod::LocalGlobal => "LocalGlobal".into(),
-            SolverMethod::Lbfgs { history } => format!("Lbfgs(history: {history})"),
             SolverMethod::Anderson { history } => format!("Anderson(history: {history})"),
             SolverMethod::Newton => "Newton".into(),
         }
@@ -89,8 +87,8 @@ impl Candidate {
 /// The candidates the tuner tries: 1 to 4 substeps x 1, 2, 3, 4, 5, 6, 8 or 10 iterations of
 /// the product's iteration, the local-global map with its coupled contact step accelerated by
 /// Anderson mixing (history 5; one iteration of it is the plain local-global step): 32
-/// candidates, 1 to 40 iterations per frame. Plain local-global and L-BFGS left the ladder on
-/// 2026-11-27 (docs/lab/2026-11-27-one-iteration.md).
+/// candidates, 1 to 40 iterations per frame. Plain local-global left the ladder on 2026-11-27
+/// (docs/lab/2026-11-27-one-iteration.md).
 pub fn ladder() -> Vec<Candidate> {
     let mut out = Vec::new();
     for substeps in 1..=4 {
