@@ -35,6 +35,7 @@ const FRAMES: usize = 600;
 fn style(ground_center: glam::DVec3) -> Style {
     Style {
         ground: Some(Grid {
+            height: 0.0,
             center: ground_center,
             spacing: 1.0,
             lines: 8,

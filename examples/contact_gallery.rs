@@ -956,6 +956,7 @@ fn run_core(scene: &Scene, settings: SolverSettings, seed: u64) -> Result<Outcom
         }
     )
     .then_some(Grid {
+        height: 0.0,
         center: DVec3::ZERO,
         spacing: 0.1,
         lines: 8,
@@ -1012,6 +1013,7 @@ fn run_cape(preset: &BudgetPreset, limits: bool, seed: u64) -> Result<Outcome, B
     let cam = Camera::following(cape.camera_target(), cape.walker.heading, TILE_W, TILE_H);
     let style = Style {
         ground: Some(Grid {
+            height: 0.0,
             center: cape.walker.position,
             spacing: 1.0,
             lines: 8,

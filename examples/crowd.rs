@@ -529,6 +529,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         .collect();
     let style = render::Style {
         ground: Some(render::Grid {
+            height: 0.0,
             center: DVec3::new(0.0, 0.0, 0.0),
             spacing: 1.0,
             lines: 20,

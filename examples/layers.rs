@@ -322,6 +322,7 @@ fn contact_sheet(shots: &[Shot], path: &std::path::Path) -> Result<(), Box<dyn s
         .map(|s| {
             let style = Style {
                 ground: Some(Grid {
+                    height: 0.0,
                     center: s.ground,
                     spacing: 0.25,
                     lines: 8,

@@ -273,6 +273,7 @@ fn contact_sheet(shots: &[Shot], path: &std::path::Path) -> Result<(), Box<dyn s
         .map(|s| {
             let style = Style {
                 ground: s.ground.map(|center| Grid {
+                    height: 0.0,
                     center,
                     spacing: 0.25,
                     lines: 8,

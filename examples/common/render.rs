@@ -67,6 +67,8 @@ impl Camera {
 pub struct Grid {
     /// The grid is centred on this point's x and z, snapped to whole cells.
     pub center: DVec3,
+    /// The ground's height (m).
+    pub height: f64,
     /// Side of one cell in metres.
     pub spacing: f64,
     /// Lines on each side of the centre.
@@ -161,12 +163,12 @@ pub fn render_cloths(
             let k = k as f64 * s;
             for (a, b) in [
                 (
-                    DVec3::new(gx + k, 0.0, gz - half),
-                    DVec3::new(gx + k, 0.0, gz + half),
+                    DVec3::new(gx + k, grid.height, gz - half),
+                    DVec3::new(gx + k, grid.height, gz + half),
                 ),
                 (
-                    DVec3::new(gx - half, 0.0, gz + k),
-                    DVec3::new(gx + half, 0.0, gz + k),
+                    DVec3::new(gx - half, grid.height, gz + k),
+                    DVec3::new(gx + half, grid.height, gz + k),
                 ),
             ] {
                 if let (Some(p), Some(q)) = (cam.project(a), cam.project(b)) {

@@ -3,7 +3,7 @@
 //! ```sh
 //! cargo run --release --example gltf_cape -- assets/CesiumMan.glb [--clip NAME]
 //!     [--preset mobile|console|desktop] [--seconds S] [--tapered] [--cape-from-asset NAME]
-//!     [--skinned-pins]
+//!     [--skinned-pins] [--spine JOINT]
 //! ```
 //!
 //! The generated cape's pinned row moves as one rigid piece (`AttachmentSettings::rigid_pins`
@@ -27,8 +27,10 @@
 //! [`Character::fit_tapered_capsules`](isocloth_bevy::character::Character::fit_tapered_capsules));
 //! a cape
 //! hangs from the upper spine and the shoulders, found from the skeleton's shape
-//! ([`Character::cape_joints`](isocloth_bevy::character::Character::cape_joints)); the ground is
-//! a plane. Writes a contact sheet of skinned body and cape (`target/isocloth/gltf_cape.png`)
+//! ([`Character::cape_joints`](isocloth_bevy::character::Character::cape_joints)), or from the
+//! joint `--spine JOINT` names; it is laid out at the clip's first frame, centred on the skin of
+//! the back. The ground is a plane at the lowest point the skin reaches over the clip (a rig
+//! whose origin is at its hips stands on it too). Writes a contact sheet of skinned body and cape (`target/isocloth/gltf_cape.png`)
 //! and an animated PNG of the run (`target/isocloth/gltf_cape.apng`, 10 frames a second),
 //! prints a table, then one JSON line: `max_strain`, `mean_strain`, `max_penetration_m`,
 //! `nodes_inside_body`, `step_ms_median`, `tapered`.
@@ -77,6 +79,7 @@ struct Args {
     tapered: bool,
     cape_from_asset: Option<String>,
     skinned_pins: bool,
+    spine: Option<String>,
 }
 
 fn args() -> Result<Args, String> {
@@ -87,6 +90,7 @@ fn args() -> Result<Args, String> {
     let mut tapered = false;
     let mut cape_from_asset = None;
     let mut skinned_pins = false;
+    let mut spine = None;
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -107,6 +111,7 @@ fn args() -> Result<Args, String> {
             }
             "--tapered" => tapered = true,
             "--skinned-pins" => skinned_pins = true,
+            "--spine" => spine = Some(it.next().ok_or("--spine takes a joint name")?),
             "--cape-from-asset" => {
                 cape_from_asset = Some(it.next().ok_or("--cape-from-asset takes a mesh name")?)
             }
@@ -119,7 +124,7 @@ fn args() -> Result<Args, String> {
             }
             other if other.starts_with("--") => {
                 return Err(format!(
-                    "unknown option {other:?} (FILE.glb [--clip NAME] [--preset NAME] [--seconds S] [--tapered] [--cape-from-asset NAME] [--skinned-pins])"
+                    "unknown option {other:?} (FILE.glb [--clip NAME] [--preset NAME] [--seconds S] [--tapered] [--cape-from-asset NAME] [--skinned-pins] [--spine JOINT])"
                 ));
             }
             other => file = Some(other.to_string()),
@@ -127,7 +132,7 @@ fn args() -> Result<Args, String> {
     }
     Ok(Args {
         file: file.ok_or(
-            "usage: gltf_cape FILE.glb|FILE.gltf [--clip NAME] [--preset NAME] [--seconds S] [--tapered] [--cape-from-asset NAME]",
+            "usage: gltf_cape FILE.glb|FILE.gltf [--clip NAME] [--preset NAME] [--seconds S] [--tapered] [--cape-from-asset NAME] [--skinned-pins] [--spine JOINT]",
         )?,
         clip,
         preset,
@@ -135,6 +140,7 @@ fn args() -> Result<Args, String> {
         tapered,
         cape_from_asset,
         skinned_pins,
+        spine,
     })
 }
 
@@ -150,17 +156,19 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let character = Character::from_file_with_cloth(&args.file, args.cape_from_asset.as_deref())
         .map_err(|e| format!("{}: {e}", args.file))?;
     let clip = character.clip(args.clip.as_deref())?;
-    let cape_joints = character.cape_joints()?;
+    let cape_joints = match &args.spine {
+        Some(name) => character.cape_joints_from(name)?,
+        None => character.cape_joints()?,
+    };
     let capsules = if args.tapered {
         character.fit_tapered_capsules(30, 0.9)
     } else {
         character.fit_capsules(30, 0.9)
     };
 
-    let layout = character.cape(Some(clip), 0.0, 10, 14, SHOULDER_WEIGHT)?;
-    let mut pose0 = Vec::new();
-    character.joint_transforms(Some(clip), 0.0, &mut pose0);
-    let forward = cape_joints.forward;
+    let layout = character.cape_on(&cape_joints, Some(clip), 0.0, 10, 14, SHOULDER_WEIGHT);
+    let ground = character.lowest_point(Some(clip));
+    let forward = layout.forward;
     let side = Vec3::Y.cross(forward).normalize();
 
     let mut app = App::new();
@@ -183,7 +191,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         .joints
         .clone();
     world.spawn((
-        Transform::default(),
+        Transform::from_xyz(0.0, ground, 0.0),
         ClothCollider::new(ColliderShape::Plane),
     ));
     let cape = if let Some(own) = character.cloths().first() {
@@ -272,6 +280,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             let positions: Vec<Vec3> = x.iter().map(|p| p.as_vec3()).collect();
             let style = Style {
                 ground: Some(Grid {
+                    height: f64::from(ground),
                     center: centre,
                     spacing: 0.25,
                     lines: 8,

@@ -94,10 +94,24 @@ pub enum CharacterError {
     /// infinite.
     #[error("non-finite data in {0}")]
     NonFinite(String),
-    /// The skeleton has no joint with three children (the chest: neck and two arms), so the
-    /// cape's joints cannot be found.
-    #[error("no joint with three or more children (the upper spine) in the skeleton")]
-    NoUpperSpine,
+    /// The skeleton has no joint with three children (the chest: neck and two arms) above
+    /// its hips, so the cape's joints cannot be found from its shape: name the joint to hang
+    /// the cape from ([`Character::cape_joints_from`], `gltf_cape --spine JOINT`).
+    #[error(
+        "no joint with three or more children (the upper spine) above the hips: name the joint to hang the cape from (joints: {joints:?})"
+    )]
+    NoUpperSpine {
+        /// The skeleton's joint names.
+        joints: Vec<String>,
+    },
+    /// No joint has the name asked for.
+    #[error("no joint named {name:?} (joints: {available:?})")]
+    NoSuchJoint {
+        /// The name asked for.
+        name: String,
+        /// The skeleton's joint names.
+        available: Vec<String>,
+    },
     /// No node or mesh of the file has the cloth's name.
     #[error("no mesh named {name:?} in the file (meshes: {available:?})")]
     NoSuchMesh {
@@ -207,9 +221,10 @@ pub struct JointCapsule {
 pub struct CapeJoints {
     /// The upper spine (chest).
     pub spine: usize,
-    /// The two shoulders (the upper-arm joints).
+    /// The two shoulders (the upper-arm joints); both `spine` where it has none.
     pub shoulders: [usize; 2],
-    /// The character's facing direction in the rest pose (horizontal, unit).
+    /// The character's facing direction in the rest pose (horizontal, unit); a cape laid out
+    /// at another pose turns it with the upper spine ([`CapeLayout::forward`]).
     pub forward: Vec3,
 }
 
@@ -722,6 +737,24 @@ impl Character {
         &self.clips
     }
 
+    /// The lowest height the skin reaches over `clip` (sampled at 60 Hz; `None`: the rest
+    /// pose), where a ground under the character goes: a rig whose origin is at its hips, not
+    /// its feet, would otherwise start with its cloth under a ground at height 0.
+    pub fn lowest_point(&self, clip: Option<usize>) -> f32 {
+        let duration = clip
+            .and_then(|c| self.clips.get(c))
+            .map_or(0.0, |c| c.duration.max(0.0));
+        let samples = (duration * 60.0).ceil() as usize;
+        let (mut pose, mut skinned) = (Vec::new(), Vec::new());
+        let mut lowest = f32::MAX;
+        for k in 0..=samples {
+            self.joint_transforms(clip, k as f32 / 60.0, &mut pose);
+            self.skin(&pose, &mut skinned);
+            lowest = skinned.iter().fold(lowest, |a, p| a.min(p.y));
+        }
+        if lowest == f32::MAX { 0.0 } else { lowest }
+    }
+
     /// The clip named `name`, or the first clip with `None`.
     pub fn clip(&self, name: Option<&str>) -> Result<usize, CharacterError> {
         match name {
@@ -939,11 +972,42 @@ pub fn fit_capsules_to_points(
 impl Character {
     /// The joints a cape hangs from, found from the skeleton's shape, not its names: the upper
     /// spine is the highest joint (in the rest pose) with three or more child joints (the chest,
-    /// parent of the neck and both arms); the shoulders are its two children farthest apart.
-    /// The character faces where its toes point: the mean horizontal direction from each leaf
-    /// joint below the hips to its parent's position, reversed (leaf minus parent); `+Z` (the
-    /// glTF convention) if that is undefined.
+    /// parent of the neck and both arms) other than the hips (the top joint, whose children
+    /// include two below it: the legs; a cape there would hang from the waist); the shoulders
+    /// are its two children farthest apart. The character faces where its toes
+    /// point: the mean horizontal direction from each leaf joint below the hips to its
+    /// parent's position, reversed (leaf minus parent); `+Z` (the glTF convention) if that is
+    /// undefined. A skeleton without such a joint is [`CharacterError::NoUpperSpine`]: name the
+    /// joint with [`Character::cape_joints_from`].
     pub fn cape_joints(&self) -> Result<CapeJoints, CharacterError> {
+        let tree = self.tree();
+        let spine = (0..self.joints.len())
+            .filter(|&j| tree.children(j).len() >= 3 && !tree.is_hips(j))
+            .max_by(|&a, &b| tree.pos[a].y.total_cmp(&tree.pos[b].y))
+            .ok_or_else(|| CharacterError::NoUpperSpine {
+                joints: self.joint_names.clone(),
+            })?;
+        Ok(tree.cape_joints(spine))
+    }
+
+    /// [`Character::cape_joints`] with the upper spine named: the joint `spine` (by its name in
+    /// the file). The shoulders are its two children farthest apart horizontally (in the rest
+    /// pose), or its grandchildren where fewer than two children stand apart, or the joint
+    /// itself where none do (the cape then takes its width from the skin alone).
+    pub fn cape_joints_from(&self, spine: &str) -> Result<CapeJoints, CharacterError> {
+        let j = self
+            .joint_names
+            .iter()
+            .position(|n| n == spine)
+            .ok_or_else(|| CharacterError::NoSuchJoint {
+                name: spine.to_string(),
+                available: self.joint_names.clone(),
+            })?;
+        Ok(self.tree().cape_joints(j))
+    }
+
+    /// The skeleton in the rest pose: each joint's position and parent joint.
+    fn tree(&self) -> Tree {
         let mut rest = Vec::new();
         self.joint_transforms(None, 0.0, &mut rest);
         let pos: Vec<Vec3> = rest.iter().map(|m| m.w_axis.truncate()).collect();
@@ -963,42 +1027,74 @@ impl Character {
             }
             None
         };
-        let parents: Vec<Option<usize>> = (0..self.joints.len()).map(parent).collect();
-        let children = |j: usize| -> Vec<usize> {
-            (0..self.joints.len())
-                .filter(|&c| parents[c] == Some(j))
-                .collect()
-        };
-        let spine = (0..self.joints.len())
-            .filter(|&j| children(j).len() >= 3)
-            .max_by(|&a, &b| pos[a].y.total_cmp(&pos[b].y))
-            .ok_or(CharacterError::NoUpperSpine)?;
-        let kids = children(spine);
-        let mut best = (kids[0], kids[1], -1.0f32);
-        for (i, &a) in kids.iter().enumerate() {
-            for &b in &kids[i + 1..] {
-                let d = (pos[a] - pos[b]).with_y(0.0).length();
-                if d > best.2 {
-                    best = (a, b, d);
+        Tree {
+            parents: (0..self.joints.len()).map(parent).collect(),
+            pos,
+        }
+    }
+}
+
+/// A skeleton's joints in the rest pose (see [`Character::cape_joints`]).
+struct Tree {
+    parents: Vec<Option<usize>>,
+    pos: Vec<Vec3>,
+}
+
+impl Tree {
+    fn children(&self, j: usize) -> Vec<usize> {
+        (0..self.parents.len())
+            .filter(|&c| self.parents[c] == Some(j))
+            .collect()
+    }
+
+    /// Whether `j` is the hips: a joint with no joint above it whose children reach below it
+    /// on at least two branches (the legs).
+    fn is_hips(&self, j: usize) -> bool {
+        self.parents[j].is_none()
+            && self
+                .children(j)
+                .iter()
+                .filter(|&&c| self.pos[c].y < self.pos[j].y)
+                .count()
+                >= 2
+    }
+
+    /// The cape's joints hanging from `spine` (see [`Character::cape_joints_from`]).
+    fn cape_joints(&self, spine: usize) -> CapeJoints {
+        let pos = &self.pos;
+        let farthest = |candidates: &[usize]| {
+            let mut best: Option<(usize, usize, f32)> = None;
+            for (i, &a) in candidates.iter().enumerate() {
+                for &b in &candidates[i + 1..] {
+                    let d = (pos[a] - pos[b]).with_y(0.0).length();
+                    if d > 1e-3 && best.is_none_or(|x| d > x.2) {
+                        best = Some((a, b, d));
+                    }
                 }
             }
-        }
+            best.map(|(a, b, _)| [a, b])
+        };
+        let kids = self.children(spine);
+        let grandchildren: Vec<usize> = kids.iter().flat_map(|&k| self.children(k)).collect();
+        let shoulders = farthest(&kids)
+            .or_else(|| farthest(&grandchildren))
+            .unwrap_or([spine, spine]);
         let low = pos[spine].y;
         let mut toes = Vec3::ZERO;
-        for j in 0..self.joints.len() {
-            if children(j).is_empty()
+        for j in 0..self.parents.len() {
+            if self.children(j).is_empty()
                 && pos[j].y < 0.5 * low
-                && let Some(p) = parents[j]
+                && let Some(p) = self.parents[j]
             {
                 toes += (pos[j] - pos[p]).with_y(0.0);
             }
         }
         let forward = toes.try_normalize().unwrap_or(Vec3::Z);
-        Ok(CapeJoints {
+        CapeJoints {
             spine,
-            shoulders: [best.0, best.1],
+            shoulders,
             forward,
-        })
+        }
     }
 }
 
@@ -1015,6 +1111,9 @@ pub struct CapeLayout {
     pub pins: Vec<(u32, usize, f32)>,
     /// Width and length in metres.
     pub size: [f32; 2],
+    /// The way the character's back faces at the pose the cape was laid out in (horizontal,
+    /// unit): the cape hangs on the other side of it.
+    pub forward: Vec3,
 }
 
 impl Character {
@@ -1035,7 +1134,25 @@ impl Character {
         rows: u32,
         shoulder_weight: f32,
     ) -> Result<CapeLayout, CharacterError> {
-        let joints = self.cape_joints()?;
+        Ok(self.cape_on(&self.cape_joints()?, clip, t, cols, rows, shoulder_weight))
+    }
+
+    /// [`Character::cape`] hanging from `joints` (from [`Character::cape_joints`] or
+    /// [`Character::cape_joints_from`]). Everything is measured at time `t` of `clip`, the
+    /// pose the cloth first steps in: the back faces the rest pose's facing turned by the upper
+    /// spine's rotation since the rest pose (made horizontal), and the cape is centred across
+    /// the back on the skin of the torso (the vertices the upper spine and the joints above it
+    /// dominate, between the cape's top and bottom edge), not on the spine joint, which rigs
+    /// may place off the body's midline. It is at least as wide as that skin.
+    pub fn cape_on(
+        &self,
+        joints: &CapeJoints,
+        clip: Option<usize>,
+        t: f32,
+        cols: u32,
+        rows: u32,
+        shoulder_weight: f32,
+    ) -> CapeLayout {
         let capsules = self.fit_capsules(30, 0.9);
         let radius = |j: usize| {
             capsules
@@ -1046,34 +1163,71 @@ impl Character {
                     _ => None,
                 })
         };
-        let mut pose = Vec::new();
+        let (mut rest, mut pose) = (Vec::new(), Vec::new());
+        self.joint_transforms(None, 0.0, &mut rest);
         self.joint_transforms(clip, t, &mut pose);
         let at = |j: usize| pose[j].w_axis.truncate();
-        let forward = joints.forward;
+        let rotation = |m: &Mat4| m.to_scale_rotation_translation().1.normalize();
+        let turn = rotation(&pose[joints.spine]) * rotation(&rest[joints.spine]).inverse();
+        let forward = (turn * joints.forward)
+            .with_y(0.0)
+            .try_normalize()
+            .unwrap_or(joints.forward);
         let side = Vec3::Y.cross(forward).normalize();
         let [l, r] = joints.shoulders.map(at);
         let spine = at(joints.spine);
-        let arm = joints
-            .shoulders
-            .iter()
-            .filter_map(|&s| radius(s))
-            .fold(0.04f32, f32::max);
+        let own_shoulders = joints.shoulders[0] != joints.shoulders[1];
+        let arm = if own_shoulders {
+            joints
+                .shoulders
+                .iter()
+                .filter_map(|&s| radius(s))
+                .fold(0.04f32, f32::max)
+        } else {
+            0.0
+        };
         let mut skinned = Vec::new();
         self.skin(&pose, &mut skinned);
         let (lo, hi) = skinned
             .iter()
             .fold((f32::MAX, f32::MIN), |(a, b), p| (a.min(p.y), b.max(p.y)));
-        let width = l.distance(r) + 2.0 * arm;
         let length = 0.35 * (hi - lo);
-        let top_y = 0.5 * (l.y + r.y);
+        let top_y = if own_shoulders {
+            0.5 * (l.y + r.y)
+        } else {
+            spine.y
+        };
+        let band = |p: &Vec3| p.y <= top_y && p.y >= top_y - length;
+        // The torso: the upper spine and the joints above it in the skeleton.
+        let tree = self.tree();
+        let mut torso = vec![false; self.joints.len()];
+        let mut up = Some(joints.spine);
+        while let Some(j) = up {
+            torso[j] = true;
+            up = tree.parents[j];
+        }
+        let (across_lo, across_hi) = skinned
+            .iter()
+            .zip(self.skin_joints.iter().zip(&self.skin_weights))
+            .filter(|(p, (j, w))| {
+                let k = (0..4).max_by(|&a, &b| w[a].total_cmp(&w[b])).unwrap_or(0);
+                w[k] > 0.0 && torso[self.binding_joint[j[k] as usize] as usize] && band(p)
+            })
+            .map(|(p, _)| (*p - spine).dot(side))
+            .fold((f32::MAX, f32::MIN), |(a, b), x| (a.min(x), b.max(x)));
+        let (centre, torso_width) = if across_lo <= across_hi {
+            (0.5 * (across_lo + across_hi), across_hi - across_lo)
+        } else {
+            (0.0, 0.0)
+        };
+        let width = (l.distance(r) + 2.0 * arm).max(torso_width);
+        let middle = spine + centre * side;
         let behind = skinned
             .iter()
-            .filter(|p| {
-                (**p - spine).dot(side).abs() < 0.5 * width && p.y <= top_y && p.y >= top_y - length
-            })
-            .map(|p| (spine - *p).dot(forward))
+            .filter(|p| (**p - middle).dot(side).abs() < 0.5 * width && band(p))
+            .map(|p| (middle - *p).dot(forward))
             .fold(radius(joints.spine).unwrap_or(0.1), f32::max);
-        let top = Vec3::new(spine.x, top_y, spine.z) - (behind + 0.02) * forward;
+        let top = Vec3::new(middle.x, top_y, middle.z) - (behind + 0.02) * forward;
         let (cols, rows) = (cols.max(1), rows.max(1));
         let mut positions = Vec::new();
         for r in 0..=rows {
@@ -1091,7 +1245,11 @@ impl Character {
                 indices.extend([a, a + 1, a + n, a + 1, a + n + 1, a + n]);
             }
         }
-        let w = shoulder_weight.clamp(0.0, 0.45);
+        let w = if own_shoulders {
+            shoulder_weight.clamp(0.0, 0.45)
+        } else {
+            0.0
+        };
         let mut pins = Vec::new();
         for c in 0..=cols {
             pins.push((c, joints.spine, 1.0 - 2.0 * w));
@@ -1099,12 +1257,13 @@ impl Character {
                 pins.extend(joints.shoulders.map(|s| (c, s, w)));
             }
         }
-        Ok(CapeLayout {
+        CapeLayout {
             positions,
             indices,
             pins,
             size: [width, length],
-        })
+            forward,
+        }
     }
 }
 
