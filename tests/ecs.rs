@@ -361,7 +361,8 @@ fn a_despawned_bone_collider_leaves_the_set() {
 /// are learned (2 s; no dwell, so every cape is free to move), the plan's estimate stays
 /// within the budget, one far cape with a
 /// `LodPriority` above everyone's moves to the best rung any cape has, and despawned capes
-/// leave the scheduler. One model is one class (one set of factors).
+/// leave the scheduler. One model is one class (one set of factors). The whole tick is
+/// measured (`last_tick_ms`, at least the step's `last_wall_ms`).
 #[test]
 fn level_of_detail_shares_one_budget_by_distance() {
     use isocloth::ecs::{ClothLod, LodPriority};
@@ -402,6 +403,7 @@ fn level_of_detail_shares_one_budget_by_distance() {
         lod.scheduler.planned_ms()
     );
     assert_eq!(lod.classes(), 1);
+    assert!(lod.last_tick_ms() >= lod.last_wall_ms() && lod.last_wall_ms() > 0.0);
     for e in &capes {
         assert!(world.get::<ClothSim>(*e).unwrap().last_error.is_none());
     }

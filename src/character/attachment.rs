@@ -515,6 +515,21 @@ impl Attachments {
     /// remove, and sets the pin targets. The cloth's pins must be [`Attachments::nodes`]. Bad
     /// poses are refused before anything changes. Returns whether the cloth was teleported.
     pub fn apply(&mut self, cloth: &mut Cloth, poses: &[Pose]) -> Result<bool, AttachError> {
+        self.apply_carrying(cloth, poses, true)
+    }
+
+    /// [`Attachments::apply`], with the inertia carry (the anchor's motion the inertia scales
+    /// remove) done only where `carry` is set. A cloth that only follows its skin this tick
+    /// ([`Cloth::follow_skin`], a crowd's far cloths) is moved with its skin by that, carry or
+    /// not: carrying it first moves every node, velocity and skin target for nothing. (On
+    /// `crowd`, 64 capes most of them following their skin, the carry was a fifth of the
+    /// tick's work.) Teleports, pin targets and skin targets are as in `apply`.
+    pub fn apply_carrying(
+        &mut self,
+        cloth: &mut Cloth,
+        poses: &[Pose],
+        carry: bool,
+    ) -> Result<bool, AttachError> {
         check_poses(poses, self.bone_count)?;
         if cloth.pins() != self.pins.nodes.as_slice() {
             return Err(AttachError::Cloth(ClothError::InvalidSetting {
@@ -533,7 +548,7 @@ impl Attachments {
             if jump > s.teleport_distance {
                 cloth.teleport(&delta)?;
                 teleported = true;
-            } else if s.linear_inertia < 1.0 || s.angular_inertia < 1.0 {
+            } else if carry && (s.linear_inertia < 1.0 || s.angular_inertia < 1.0) {
                 // Carry the cloth by the motion it should not feel, about the anchor.
                 let rotation = glam::DQuat::IDENTITY.slerp(delta.rotation, 1.0 - s.angular_inertia);
                 let shift = (1.0 - s.linear_inertia) * (anchor.translation - last.translation);

@@ -79,13 +79,14 @@ use bevy_transform::components::{GlobalTransform, Transform};
 use glam::{DVec3, Mat4, Vec3};
 use isocloth::attachment::{AttachError, AttachmentSettings, Attachments, Influence};
 use isocloth::ecs::{
-    ClothColliders, ClothConfig, ClothLod, init_cloth_resources, plan_cloth_lod, step_cloths,
-    update_pin_exclusions,
+    ClothColliders, ClothConfig, ClothLod, begin_cloth_tick, end_cloth_tick, init_cloth_resources,
+    plan_cloth_lod, step_cloths, update_pin_exclusions,
 };
 use isocloth::{
     BaseMesh, Cloth, ClothError, ClothMesh, ClothModel, ColliderError, ColliderShape,
     CollisionGroups, ConvexHull, LimitSettings, Material, MeshError, Pose, TriangleMesh,
 };
+use rayon::prelude::*;
 use thiserror::Error;
 
 pub use isocloth::ecs::{
@@ -130,6 +131,7 @@ impl Plugin for IsoclothPlugin {
         app.add_systems(
             FixedUpdate,
             (
+                begin_cloth_tick,
                 build_cloths,
                 gather_colliders,
                 drive_pins,
@@ -147,7 +149,9 @@ impl Plugin for IsoclothPlugin {
         app.add_systems(FixedUpdate, step_cloths.in_set(ClothSystems::S2Step));
         app.add_systems(
             FixedUpdate,
-            write_meshes.in_set(ClothSystems::S3WriteMeshes),
+            (write_meshes, end_cloth_tick)
+                .chain()
+                .in_set(ClothSystems::S3WriteMeshes),
         );
     }
 }
@@ -356,6 +360,8 @@ pub struct ClothBones {
     /// node `i` for every node, and each further UV a seam gives a node adds a vertex after
     /// them, so that both sides of the seam keep their texture coordinates.
     pub render_nodes: Vec<u32>,
+    /// [`write_meshes`]' scratch: the render positions and normals in the entity's frame.
+    render_scratch: (Vec<Vec3>, Vec<Vec3>),
 }
 
 /// A collision shape on an entity with a `GlobalTransform` (a bone), in the frame
@@ -1224,6 +1230,7 @@ fn build(
         last_poses,
         lost: Vec::new(),
         last_error: None,
+        render_scratch: (Vec::new(), Vec::new()),
     };
     Ok((ClothSim::new(cloth), bones, limits, out))
 }
@@ -1396,14 +1403,17 @@ pub fn exclude_pin_bodies(
 /// S1: pinned vertices follow their bones. A bone that is despawned or has a non-finite
 /// `GlobalTransform` holds its pins at its last good pose, with a warning logged once and the
 /// bone listed in [`ClothBones::lost`] until it comes back.
+/// Cloths in parallel (rayon), as the ECS layer drives its attachments.
 pub fn drive_pins(
     mut cloths: Query<(Entity, &mut ClothSim, &mut ClothBones)>,
     bones: Query<&GlobalTransform>,
 ) {
-    for (entity, mut sim, mut pins) in &mut cloths {
-        let pins = &mut *pins;
+    let mut all: Vec<_> = cloths.iter_mut().collect();
+    all.par_iter_mut().for_each(|(entity, sim, pins)| {
+        let entity = *entity;
+        let pins = &mut **pins;
         if pins.bones.is_empty() {
-            continue;
+            return;
         }
         for (k, &bone) in pins.bones.iter().enumerate() {
             match bones.get(bone).ok().and_then(pose_of) {
@@ -1425,27 +1435,32 @@ pub fn drive_pins(
             .attachments
             .apply(&mut sim.cloth, &pins.last_poses)
             .err();
-    }
+    });
 }
 
 /// S3: each built cloth's render positions and normals into its `Mesh` asset, in the entity's
-/// local frame, in place (no allocation once the asset holds the render mesh).
+/// local frame, in place (no allocation once the asset holds the render mesh and each cloth's
+/// scratch has grown). Positions and normals are computed for every cloth in parallel (rayon)
+/// into its [`ClothBones`]' scratch, then copied into the assets.
 pub fn write_meshes(
-    cloths: Query<(&ClothSim, &Mesh3d, &GlobalTransform, &ClothBones)>,
+    mut cloths: Query<(&ClothSim, &Mesh3d, &GlobalTransform, &mut ClothBones)>,
     mut meshes: ResMut<Assets<Mesh>>,
-    mut scratch: Local<(Vec<Vec3>, Vec<Vec3>)>,
 ) {
-    let (positions, normals) = &mut *scratch;
-    for (sim, handle, transform, bones) in &cloths {
-        let Some(mut mesh) = meshes.get_mut(&handle.0) else {
-            continue;
-        };
+    let mut all: Vec<_> = cloths.iter_mut().collect();
+    all.par_iter_mut().for_each(|(sim, _, transform, bones)| {
+        let (positions, normals) = &mut bones.render_scratch;
         sim.cloth.write_render_positions(positions);
         sim.cloth.write_render_normals(normals);
         to_local(transform, positions, normals);
+    });
+    for (_, handle, _, bones) in &all {
+        let Some(mut mesh) = meshes.get_mut(&handle.0) else {
+            continue;
+        };
+        let (positions, normals) = &bones.render_scratch;
         for (attribute, values) in [
-            (Mesh::ATTRIBUTE_POSITION, &*positions),
-            (Mesh::ATTRIBUTE_NORMAL, &*normals),
+            (Mesh::ATTRIBUTE_POSITION, positions),
+            (Mesh::ATTRIBUTE_NORMAL, normals),
         ] {
             let Ok(Some(VertexAttributeValues::Float32x3(out))) =
                 mesh.try_attribute_mut_option(attribute)

@@ -694,7 +694,9 @@ fn the_camera_entity_orders_level_of_detail() {
     let mut app = app();
     app.world_mut().insert_resource(
         ClothLod::new(ClothBudget {
-            frame_ms: 0.6,
+            // Each sheet costs 0.15-0.3 ms at the cheapest simulated rung here, twice that on
+            // a loaded machine: 2 ms holds a few, not all at the best rung.
+            frame_ms: 2.0,
             min_dwell_s: 0.0,
             trim: false,
             ..Default::default()
