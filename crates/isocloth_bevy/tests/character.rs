@@ -8,6 +8,7 @@ use isocloth_bevy::character::{Character, CharacterError};
 
 mod common;
 use common::gltf::{Bin, f32s, glb};
+use common::plugin_app;
 
 /// What to break or change in [`cylinder_glb`].
 #[derive(Default, Clone, Copy)]
@@ -608,19 +609,6 @@ fn a_cloth_mesh_in_the_file_is_read_apart_from_the_body() {
         }
         other => panic!("{other:?}"),
     }
-}
-
-/// An App with the plugin, one fixed tick per update.
-fn plugin_app() -> bevy_app::App {
-    let mut app = bevy_app::App::new();
-    app.add_plugins((
-        isocloth_bevy::HeadlessPlugins,
-        isocloth_bevy::IsoclothPlugin::default(),
-    ))
-    .insert_resource(bevy_time::TimeUpdateStrategy::ManualDuration(
-        std::time::Duration::from_secs_f64(1.0 / 60.0),
-    ));
-    app
 }
 
 /// The cape of `name` in the cylinder's file, spawned as Bevy's glTF loader spawns a skinned

@@ -12,23 +12,11 @@ use bevy_asset::Assets;
 use bevy_mesh::{Mesh, Mesh3d};
 use bevy_transform::prelude::*;
 use common::gltf::{Rig, humanoid_glb};
+use common::plugin_app;
 use glam::{Quat, Vec3};
 use isocloth::{AttachmentSettings, ColliderShape, Material};
 use isocloth_bevy::character::{CapeJoints, CapeLayout, Character, CharacterError};
 use isocloth_bevy::{ClothCollider, ClothPinSettings, ClothSim, SimulatedCloth};
-
-/// An App with the plugin at its default (console) budget, one fixed tick per update.
-fn plugin_app() -> bevy_app::App {
-    let mut app = bevy_app::App::new();
-    app.add_plugins((
-        isocloth_bevy::HeadlessPlugins,
-        isocloth_bevy::IsoclothPlugin::default(),
-    ))
-    .insert_resource(bevy_time::TimeUpdateStrategy::ManualDuration(
-        std::time::Duration::from_secs_f64(1.0 / 60.0),
-    ));
-    app
-}
 
 /// Per fixed tick: max strain, mean strain, and cloth nodes inside a body or under the ground.
 struct Run {
