@@ -216,14 +216,7 @@ fn play(rig: Rig, rings: u32, rigid_pins: bool) -> Clip {
         clip.max_strain = clip.max_strain.max(m.max_strain);
         clip.pinned_max_strain = clip.pinned_max_strain.max(m.pinned_max_strain);
         let set = &world.resource::<ClothColliders>().set;
-        let inside = sim
-            .cloth
-            .positions()
-            .iter()
-            .filter(|p| {
-                (0..set.len()).any(|id| set.signed_distance(id, **p).is_some_and(|d| d < 0.0))
-            })
-            .count();
+        let inside = set.count_inside(sim.cloth.positions());
         clip.inside = clip.inside.max(inside);
         clip.excluded = sim.cloth.body_exclusions().len();
     }

@@ -118,12 +118,7 @@ impl CapeScene {
 /// frame's end poses: the `nodes_inside_body` figure.
 #[allow(dead_code)] // used by cape and contact_gallery, not by self_collide
 pub fn nodes_inside(colliders: &ColliderSet, points: &[DVec3]) -> usize {
-    points
-        .iter()
-        .filter(|&&p| {
-            (0..colliders.len()).any(|id| colliders.signed_distance(id, p).is_some_and(|d| d < 0.0))
-        })
-        .count()
+    colliders.count_inside(points)
 }
 
 /// `x` with every coordinate moved by at most `amplitude` (xorshift from `seed`; seed 0 leaves

@@ -254,12 +254,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         let set = &world.resource::<ClothColliders>().set;
         let x = sim.cloth.positions();
         max_pen = max_pen.max(set.max_penetration(x, thickness));
-        let inside = x
-            .iter()
-            .filter(|p| {
-                (0..set.len()).any(|id| set.signed_distance(id, **p).is_some_and(|d| d < 0.0))
-            })
-            .count();
+        let inside = set.count_inside(x);
         inside_max = inside_max.max(inside);
 
         let tile = (frame + 1) % (frames / TILES).max(1) == 0;

@@ -141,14 +141,7 @@ fn a_skinned_cape_on_a_gltf_shaped_world_pins_itself_and_meets_the_fitted_body()
         assert!(sim.last_error.is_none(), "{:?}", sim.last_error);
         max_strain = max_strain.max(sim.cloth.measures().max_strain);
         let set = &world.resource::<ClothColliders>().set;
-        let inside = sim
-            .cloth
-            .positions()
-            .iter()
-            .filter(|p| {
-                (0..set.len()).any(|id| set.signed_distance(id, **p).is_some_and(|d| d < 0.0))
-            })
-            .count();
+        let inside = set.count_inside(sim.cloth.positions());
         inside_max = inside_max.max(inside);
     }
     let world = app.world_mut();

@@ -79,14 +79,7 @@ fn cape_run(c: Character, joints: &CapeJoints, ticks: usize) -> Run {
         assert!(sim.last_error.is_none(), "{:?}", sim.last_error);
         let m = sim.cloth.measures();
         let set = &world.resource::<isocloth::ecs::ClothColliders>().set;
-        let inside = sim
-            .cloth
-            .positions()
-            .iter()
-            .filter(|p| {
-                (0..set.len()).any(|id| set.signed_distance(id, **p).is_some_and(|d| d < 0.0))
-            })
-            .count();
+        let inside = set.count_inside(sim.cloth.positions());
         out.push((m.max_strain, m.mean_strain, inside));
     }
     Run { ticks: out }

@@ -583,6 +583,18 @@ impl ColliderSet {
         )
     }
 
+    /// How many of `points` lie inside a collider (signed distance below 0) at the end of the
+    /// frame: the "nodes inside a body" the examples report (a node in the thickness layer but
+    /// outside the surface is not counted: see [`ColliderSet::max_penetration`]).
+    pub fn count_inside(&self, points: &[DVec3]) -> usize {
+        points
+            .iter()
+            .filter(|&&p| {
+                (0..self.len()).any(|id| self.signed_distance(id, p).is_some_and(|d| d < 0.0))
+            })
+            .count()
+    }
+
     /// Largest depth of any of `points` inside the layer of `thickness` around any collider at
     /// the end of the frame: `max(0, thickness - signed distance)` (DESIGN.md section 6,
     /// "penetration").
