@@ -8,12 +8,14 @@
 //!
 //! 0. Before the sets, [`play_characters`] poses the joint entities of glTF characters
 //!    ([`spawn_character`], [`character`]) at their clips' time;
-//! 1. [`ClothSystems::S1GatherPoses`]: cloths whose mesh asset has loaded are built
-//!    ([`build_cloths`]); [`ClothCollider`] entities pose the shared collider set and leave it when
-//!    despawned ([`gather_colliders`]); pinned vertices follow their bones ([`drive_pins`]);
+//! 1. [`ClothSystems::S1GatherPoses`]: the tick's clock starts ([`begin_cloth_tick`]); cloths
+//!    whose mesh asset has loaded are built ([`build_cloths`]); [`ClothCollider`] entities pose
+//!    the shared collider set and leave it when despawned ([`gather_colliders`]); pinned
+//!    vertices follow their bones ([`drive_pins`], cloths in parallel);
 //! 2. [`ClothSystems::S2Step`]: every cloth steps one fixed tick, cloths in parallel;
 //! 3. [`ClothSystems::S3WriteMeshes`]: positions and normals go into each cloth's `Mesh` asset
-//!    ([`write_meshes`]).
+//!    ([`write_meshes`], computed in parallel), then the tick's clock stops: with a
+//!    [`ClothLod`], its budget bounds the whole tick ([`end_cloth_tick`]).
 //!
 //! The cloth simulates in world space. Poses are read from `GlobalTransform`, which Bevy
 //! propagates in `PostUpdate`: a tick sees the bones where the last frame left them, as any
