@@ -10,7 +10,7 @@
 //!
 //! Tunnelled nodes: during the sweep and for 5 frames after, nodes behind the limb inside its
 //! footprint (they would have passed through it). Penetration: deepest node inside any body's
-//! thickness layer, over all frames. Strain: render-mesh strain (DESIGN.md section 6).
+//! thickness layer, over all frames. Strain: render-mesh strain (docs/design.md section 6).
 //!
 //! Run: `cargo run --release --example collide`. Prints a table, then one JSON line.
 

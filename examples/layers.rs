@@ -14,7 +14,7 @@
 //! triangle-triangle test between the two cloths' render meshes (`layers::layer_crossings`):
 //! `crossings` sums them over the clip (`crossing_frames` counts frames with any).
 //! `min_separation_m` is the least distance between the cloths' features within 5 cm, over the
-//! clip. Strain: render-mesh strain without edges pinned at both ends (DESIGN.md section 6).
+//! clip. Strain: render-mesh strain without edges pinned at both ends (docs/design.md section 6).
 //!
 //! Writes a contact sheet `target/isocloth/layers_contact_sheet.png` (top row layers on,
 //! bottom row off), prints a table, then one JSON line: per run `crossings`,

@@ -13,7 +13,7 @@
 //!
 //! Crossed triangle pairs are counted after every step by an exact triangle-triangle test
 //! (`self_contact::self_intersections`) over the render mesh: `self_intersections` is the most
-//! at the end of any step. Strain: render-mesh strain (DESIGN.md section 6).
+//! at the end of any step. Strain: render-mesh strain (docs/design.md section 6).
 //!
 //! Writes a contact sheet `target/isocloth/self_collide_contact_sheet.png`, prints a table, then
 //! one JSON line with, per scene, `self_intersections`, `max_strain`, `mean_strain`,

@@ -135,7 +135,7 @@ fn rank(mut a: Vec<Vec<f64>>, tol: f64) -> usize {
     r
 }
 
-/// DESIGN.md section 1 counts the red/black mesh's degrees of freedom: 3(|V|+|E|) unknowns minus
+/// docs/design.md section 1 counts the red/black mesh's degrees of freedom: 3(|V|+|E|) unknowns minus
 /// 3 per red triangle (isometry) and 3 per black node (conformity), which is 3|V| - 3 on a disc.
 /// On a small curved (so generic) mesh the constraint Jacobian's null space has exactly that
 /// dimension. Adding the boundary matching rows (eq. 3.4) leaves 3 per *interior* vertex plus the

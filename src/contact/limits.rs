@@ -14,7 +14,7 @@
 //!   the cloth cannot go more than `distance` behind its skinned pose, into the body.
 //!
 //! Each is an inequality on one node, solved like frictionless contact inside the iterations
-//! (`DESIGN.md` section 5): a force on the node, corrected each iteration from its gap with the
+//! (`docs/design.md` section 5): a force on the node, corrected each iteration from its gap with the
 //! node's compliance, carried across substeps, and a last pass puts any node still outside its
 //! limit on it. The factor is untouched. [`SleepSettings`] lets a still cloth stop stepping.
 //!

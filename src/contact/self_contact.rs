@@ -2,7 +2,8 @@
 //!
 //! A cape folding over a turning character, a skirt's front meeting its back: the cloth must
 //! not pass through itself. Following Bridson, Fedkiw and Anderson (2002; the base of Wang's
-//! thesis, `../shared/papers/001_...` section 3.3), two kinds of feature pairs of the render mesh
+//! thesis: Z. Wang, "Isometrically Deforming Cloth with Simultaneous Collision Handling",
+//! MSc thesis, UBC 2012, section 3.3), two kinds of feature pairs of the render mesh
 //! are handled, both between elements that share no node:
 //!
 //! - **point-triangle**: a node against a triangle;
@@ -22,7 +23,7 @@
 //! 3. **Forces inside the iterations**: each pair is a scalar inequality `gap >= 0` on its four
 //!    nodes (the gap is the distance between the features along the normal from the side the
 //!    pair began the substep on, less the thickness), solved as the body contact solves its
-//!    per-node ones (`DESIGN.md` section 5): a force `lambda >= 0` pushes the two sides apart,
+//!    per-node ones (`docs/design.md` section 5): a force `lambda >= 0` pushes the two sides apart,
 //!    split over the nodes by the closest points' weights, so both sides move and the impulse is
 //!    shared through the nodes' compliances; it is corrected each iteration from the gap
 //!    (`lambda <- max(0, lambda - gap / W)`, `W` the pair's compliance), enters the next global

@@ -7,7 +7,7 @@
 //!   (3x2) is projected onto the nearest rotation of its rest shape; weight `stretch_stiffness x
 //!   rest area`.
 //! * **conformity and boundary** (`LinearRows`): black node = mean of the corners its triangles
-//!   extrapolate (DESIGN.md eq. 3.3); boundary triangles meeting at a vertex extrapolate the same
+//!   extrapolate (Wang 2012, eq. 3.3); boundary triangles meeting at a vertex extrapolate the same
 //!   corner (eq. 3.4). Linear with target 0, so they live entirely in the matrix.
 //! * **bending** (`BendingRows`): quadratic Crouzeix-Raviart bending on interior base edges,
 //!   `(k_b / 2) sum_i |(L x)_i - b_i|^2 / m_i`. Flat rows (`b_i = 0`) cost nothing per iteration;

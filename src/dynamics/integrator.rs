@@ -1,6 +1,6 @@
 //! Time integration: the inertial prediction `x~` before a step and the velocity after it.
 //!
-//! One implicit step minimises `1/(2 h~^2) |x - x~|_M^2 + E(x)` (DESIGN.md sections 3-4):
+//! One implicit step minimises `1/(2 h~^2) |x - x~|_M^2 + E(x)` (docs/design.md sections 3-4):
 //!
 //! * **BDF2**: `x~ = 4/3 x_n - 1/3 x_{n-1} + 8/9 h v_n - 2/9 h v_{n-1} + 4/9 h^2 a`,
 //!   `h~ = 2h/3`, `v_{n+1} = (3/2 x_{n+1} - 2 x_n + 1/2 x_{n-1}) / h`. About ten times less

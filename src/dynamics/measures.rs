@@ -1,4 +1,4 @@
-//! The measures the crate reports, named as in DESIGN.md section 6.
+//! The measures the crate reports, named as in docs/design.md section 6.
 
 use glam::DVec3;
 use serde::{Deserialize, Serialize};

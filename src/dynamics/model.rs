@@ -264,7 +264,7 @@ impl ClothModel {
         let matrix_nnz = k.nnz();
         drop(k);
         // Each free node's compliance in the whole cloth, `(K^-1)_ii` (contact's per-node
-        // response, DESIGN.md section 5); zero for pinned nodes.
+        // response, docs/design.md section 5); zero for pinned nodes.
         let mut compliance = vec![0.0; n];
         if let (Some(symbolic), Some(factor)) = (&symbolic, &factor) {
             let diag = factor.inverse_diagonal(symbolic);

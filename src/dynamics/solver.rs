@@ -191,7 +191,7 @@ fn contact_iteration(
 }
 
 /// Puts every free black node that is not on a body (`held`) back at its conformity target,
-/// the average of the corners its base triangles extrapolate from their red nodes (DESIGN.md
+/// the average of the corners its base triangles extrapolate from their red nodes (docs/design.md
 /// section 1). A global solve meets these rows to within their weight, but contact then moves
 /// nodes one by one: a red node pushed out of a body by `d` leaves its black neighbours off
 /// their targets by about `d / n`, and BDF2 carries that into the next substeps as a velocity.

@@ -2,7 +2,7 @@
 //!
 //! A [`BaseMesh`] is what an artist authors: vertices, triangles and optionally 2D pattern
 //! coordinates that define the rest shape. [`ClothMesh::new`] validates it and subdivides every base
-//! triangle 4:1 (DESIGN.md section 1, Wang 2012 section 3.1):
+//! triangle 4:1 (docs/design.md section 1, Wang 2012 section 3.1):
 //!
 //! * node `v` for `v < base_vertex_count` is the **black** node sitting on base vertex `v`;
 //! * node `base_vertex_count + e` is the **red** node at the midpoint of base edge `e`.

@@ -596,7 +596,7 @@ impl ColliderSet {
     }
 
     /// Largest depth of any of `points` inside the layer of `thickness` around any collider at
-    /// the end of the frame: `max(0, thickness - signed distance)` (DESIGN.md section 6,
+    /// the end of the frame: `max(0, thickness - signed distance)` (docs/design.md section 6,
     /// "penetration").
     pub fn max_penetration(&self, points: &[DVec3], thickness: f64) -> f64 {
         self.max_penetration_meeting(points, thickness, CollisionGroups::ALL)

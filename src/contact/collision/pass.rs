@@ -1,5 +1,5 @@
 //! The contact pass of one substep: per-node frictional contact forces inside the solver's
-//! iterations (DESIGN.md section 5), the prefactored matrix untouched.
+//! iterations (docs/design.md section 5), the prefactored matrix untouched.
 //!
 //! A broad phase runs once per substep ([`ContactPass::prepare`]): the cloth's box (start
 //! positions and predictions) against each collider's box swept over the substep, then each
