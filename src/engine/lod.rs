@@ -40,7 +40,8 @@
 //! 3. **Budget wins.** If the plan overruns the budget itself (the kept rungs' estimates
 //!    alone: costs grew) by more than [`SURGE`] (a quarter) for [`OVERRUN_PLANS`] plans in a
 //!    row, the lowest-priority cloths step down (one rung at a time) until it fits the planned
-//!    fill again, dwell or not. A smaller overrun lasts until the kept cloths' dwell runs out.
+//!    fill again, dwell or not; their dwell keeps running from their last planned change (a
+//!    forced step down does not hold a far cloth above a nearer one for another dwell). A smaller overrun lasts until the kept cloths' dwell runs out.
 //! 4. **Measured frames.** Estimates do not see a core taken by another process or threads
 //!    finishing unevenly: [`FrameTrim`] scales the budget the plan fills from the last five
 //!    seconds of measured wall-clock frames against their plans, so that their 99th
@@ -653,15 +654,9 @@ impl LodScheduler {
                 self.estimate_slot(s, self.pick[o]),
                 self.estimate_slot(s, to),
             );
-            // Above the rung it runs at, the better rung must fit with the margin to spare;
-            // back up to the rung it runs at, it may use the margin (an estimate's noise does
-            // not take a cloth down and up again).
-            let fits = if to < s.rung {
-                spent + next * margin - now <= total
-            } else {
-                spent + next - now <= total
-            };
-            if !fits {
+            // Above the rung it runs at, the better rung must fit with the margin to spare.
+            let need = if to < s.rung { next * margin } else { next } - now;
+            if spent + need > total {
                 continue;
             }
             spent += next - now;
@@ -674,7 +669,7 @@ impl LodScheduler {
         }
         for o in 0..free {
             let k = self.order[o] as usize;
-            self.move_to(k, self.pick[o], now_s);
+            self.move_to(k, self.pick[o], Some(now_s));
         }
         // Budget wins: when the plan has overrun the budget itself (not only the planned fill)
         // by more than `SURGE` for `OVERRUN_PLANS` plans in a row (costs grew, not one noisy
@@ -710,7 +705,9 @@ impl LodScheduler {
                     cost = next;
                     r += 1;
                 }
-                self.move_to(k, r, now_s);
+                // Its dwell keeps running from its last planned change: a step down the budget
+                // forces does not hold it below a nearer cloth for another dwell.
+                self.move_to(k, r, None);
             }
         }
         self.planned_ms = spent;
@@ -753,12 +750,13 @@ impl LodScheduler {
         });
     }
 
-    fn move_to(&mut self, k: usize, rung: usize, now_s: f64) {
+    /// Moves slot `k` to `rung`, its dwell starting at `now_s` (`None`: left running).
+    fn move_to(&mut self, k: usize, rung: usize, now_s: Option<f64>) {
         if let Some(s) = self.slots[k].as_mut()
             && s.rung != rung
         {
             s.rung = rung;
-            s.since = now_s;
+            s.since = now_s.unwrap_or(s.since);
             s.changes += 1;
             self.changes += 1;
         }
@@ -1017,9 +1015,9 @@ const TRIM_MIN_PLANNED: f64 = 0.1;
 /// this one holds 0.44-0.46 there, on a machine whose slowest frames run as on one core.)
 #[derive(Debug, Clone)]
 pub struct FrameTrim {
-    /// Per frame of the window: its wall-clock time (the whole tick's where fed ticks), its
-    /// plan's estimate, and its time outside the step.
-    frames: Vec<(f64, f64, f64)>,
+    /// Per frame of the window: the step's wall-clock time over its plan's estimate, and the
+    /// tick's time outside the step (0 where fed the step alone).
+    frames: Vec<(f64, f64)>,
     next: usize,
     scale: f64,
     sorted: Vec<f64>,
@@ -1077,7 +1075,7 @@ impl FrameTrim {
         if !valid || planned_ms < TRIM_MIN_PLANNED * budget.frame_ms {
             return self.scale;
         }
-        let frame = (tick_ms, planned_ms, tick_ms - step_ms);
+        let frame = (step_ms / planned_ms, tick_ms - step_ms);
         if self.frames.len() < TRIM_WINDOW {
             self.frames.push(frame);
         } else {
@@ -1089,12 +1087,11 @@ impl FrameTrim {
         }
         // The rest of the tick by its median: its fixed part, which the plan cannot change.
         self.sorted.clear();
-        self.sorted.extend(self.frames.iter().map(|f| f.2));
+        self.sorted.extend(self.frames.iter().map(|f| f.1));
         let mid = (self.sorted.len() - 1) / 2;
         let other = *self.sorted.select_nth_unstable_by(mid, f64::total_cmp).1;
         self.sorted.clear();
-        self.sorted
-            .extend(self.frames.iter().map(|f| (f.0 - f.2) / f.1));
+        self.sorted.extend(self.frames.iter().map(|f| f.0));
         let k = ((self.sorted.len() - 1) as f64 * 0.99).round() as usize;
         let r99 = *self.sorted.select_nth_unstable_by(k, f64::total_cmp).1;
         let left = (1.0 - other / budget.frame_ms).max(0.1);
