@@ -20,13 +20,13 @@ use crate::contact::collision::pass::ResponseCache;
 use crate::equilibrium::{RelaxReport, relax};
 use crate::error::ClothError;
 use crate::flags::NodeFlags;
-use crate::layers::{ClothSurface, LayerFrame, Partners};
+use crate::layers::ClothSurface;
 use crate::limits::{LimitFrame, LimitSettings, SkinFrame};
 use crate::measures::{Measures, measure};
 use crate::mesh::ClothMesh;
 use crate::model::{ClothModel, SolverSettings};
 pub use crate::pipeline::ClothState;
-use crate::pipeline::{SubstepInputs, substep};
+use crate::pipeline::{SubstepInputs, substep, substep_begin, substep_end};
 use crate::self_contact::{RawPair, SelfCollisionSettings};
 use crate::workspace::{Workspace, with_thread_workspace};
 
@@ -701,28 +701,7 @@ impl Cloth {
         colliders: &ColliderSet,
         ws: &mut Workspace,
     ) -> Result<StepReport, ClothError> {
-        self.step_inner(dt, colliders, None, ws)
-    }
-
-    /// [`Cloth::step_in`] among other cloths (layers, stage 2 of [`crate::layers`]): the
-    /// cloth keeps `partners.settings.thickness` from the partners' surfaces, each moving
-    /// straight from its start to its end over the frame, and does not cross their paths; they
-    /// are not moved. A cloth asleep wakes when a partner near it moves.
-    pub fn step_among(
-        &mut self,
-        dt: f64,
-        colliders: &ColliderSet,
-        partners: Partners<'_>,
-        ws: &mut Workspace,
-    ) -> Result<StepReport, ClothError> {
-        let partners = partners.any().then_some(partners);
-        if let Some(p) = &partners
-            && self.sleep.asleep
-            && p.iter().any(|s| s.moving(self.limits.sleep.speed))
-        {
-            self.wake();
-        }
-        self.step_inner(dt, colliders, partners, ws)
+        self.step_inner(dt, colliders, ws)
     }
 
     /// This cloth's surface for its layers' partners (stage 1 of [`crate::layers`]): its
@@ -736,9 +715,31 @@ impl Cloth {
         &mut self,
         dt: f64,
         colliders: &ColliderSet,
-        partners: Option<Partners<'_>>,
         ws: &mut Workspace,
     ) -> Result<StepReport, ClothError> {
+        let mut frame = self.begin_frame(dt, colliders, false, ws)?;
+        if frame.asleep {
+            return Ok(frame.report);
+        }
+        for k in 1..=frame.run {
+            let (s0, s) = self.substep_pins(k, frame.run, ws);
+            self.substep_with_pins_in_x_new(ws, colliders, s0, s);
+        }
+        self.end_frame(&mut frame, colliders, ws);
+        Ok(frame.report)
+    }
+
+    /// The start of a frame of `dt` seconds (see [`Cloth::step`]): the time check, sleeping,
+    /// the substeps to run, the workspace loaded with the cloth's warm starts and the
+    /// positions to go back to. `layered`: the cloth steps in a layer group
+    /// ([`crate::layering`]), whose contact forces join its own.
+    pub(crate) fn begin_frame(
+        &mut self,
+        dt: f64,
+        colliders: &ColliderSet,
+        layered: bool,
+        ws: &mut Workspace,
+    ) -> Result<Frame, ClothError> {
         if !(dt.is_finite() && dt >= 0.0) {
             return Err(ClothError::InvalidSetting {
                 name: "dt",
@@ -747,13 +748,17 @@ impl Cloth {
         }
         let h = self.model.settings.substep();
         if self.sleep.asleep {
-            if self.sleep.woken(self, colliders) {
+            if !layered && self.sleep.woken(self, colliders) {
                 self.wake();
-            } else {
+            } else if !layered || self.sleep.asleep {
                 self.accumulator = 0.0;
-                return Ok(StepReport {
+                return Ok(Frame {
+                    report: StepReport {
+                        asleep: true,
+                        ..StepReport::default()
+                    },
+                    run: 0,
                     asleep: true,
-                    ..StepReport::default()
                 });
             }
         }
@@ -761,7 +766,7 @@ impl Cloth {
         let wanted = ((self.accumulator / h) + 1e-6).floor() as u64;
         let cap = self.settings.max_substeps_per_step() as u64;
         let run = wanted.min(cap) as u32;
-        let mut report = StepReport {
+        let report = StepReport {
             substeps: run,
             iterations: run * self.settings.iterations,
             dropped_substeps: (wanted - run as u64).min(u32::MAX as u64) as u32,
@@ -783,24 +788,40 @@ impl Cloth {
             &mut self.limit_forces,
             bodies,
             self.limits.any(),
-            self.self_collision.enabled || partners.is_some(),
+            self.self_collision.enabled,
             &mut self.self_forces,
         );
         // Keep the positions to go back to if a non-finite value appears (reusing the buffer):
         // a recovery restarts the cloth at rest there, so nothing else of the state is needed.
         ws.last_good.clone_from(&self.state.positions);
-        for k in 1..=run {
-            let s = k as f64 / run as f64;
-            for (i, &p) in self.model.pins.iter().enumerate() {
-                ws.x_new[p as usize] = self.pin_start[i].lerp(self.pin_target[i], s);
-            }
-            let s0 = (k - 1) as f64 / run as f64;
-            let layers = partners.map(|partners| LayerFrame {
-                partners,
-                span: (s0, s),
-            });
-            self.substep_with_pins_in_x_new(ws, colliders, s0, s, layers);
+        Ok(Frame {
+            report,
+            run,
+            asleep: false,
+        })
+    }
+
+    /// Puts the pins' positions for substep `k` of `run` (from 1) into `ws.x_new`; returns the
+    /// fractions of the frame the substep spans.
+    pub(crate) fn substep_pins(&self, k: u32, run: u32, ws: &mut Workspace) -> (f64, f64) {
+        let s = k as f64 / run as f64;
+        for (i, &p) in self.model.pins.iter().enumerate() {
+            ws.x_new[p as usize] = self.pin_start[i].lerp(self.pin_target[i], s);
         }
+        ((k - 1) as f64 / run as f64, s)
+    }
+
+    /// The end of a frame begun by [`Cloth::begin_frame`]: the warm starts stored, a
+    /// non-finite state rolled back, sleeping, the pins' and skin's frame advanced.
+    pub(crate) fn end_frame(
+        &mut self,
+        frame: &mut Frame,
+        colliders: &ColliderSet,
+        ws: &mut Workspace,
+    ) {
+        let run = frame.run;
+        let h = self.model.settings.substep();
+        let report = &mut frame.report;
         self.touching.assign(ws.contact_pass.touching());
         ws.contact_pass.store(
             &mut self.contact_forces,
@@ -843,7 +864,61 @@ impl Cloth {
         } else {
             report.iterations = 0;
         }
-        Ok(report)
+    }
+
+    /// Whether the cloth is asleep and nothing among `colliders` wakes it.
+    pub(crate) fn stays_asleep(&self, colliders: &ColliderSet) -> bool {
+        self.sleep.asleep && !self.sleep.woken(self, colliders)
+    }
+
+    /// The time accumulated toward the next substep.
+    pub(crate) fn accumulator(&self) -> f64 {
+        self.accumulator
+    }
+
+    /// Sets the time accumulated toward the next substep (a layer group runs its cloths on
+    /// its first cloth's clock).
+    pub(crate) fn set_accumulator(&mut self, accumulator: f64) {
+        self.accumulator = accumulator;
+    }
+
+    /// The first part of a substep spanning fractions `s0..s1` of the frame (pins already in
+    /// `ws.x_new`; see [`crate::pipeline::substep_begin`]).
+    pub(crate) fn group_substep_begin(
+        &mut self,
+        ws: &mut Workspace,
+        colliders: &ColliderSet,
+        span: (f64, f64),
+    ) {
+        let mut state = std::mem::take(&mut self.state);
+        let finite = substep_begin(&substep_inputs(self, colliders, span), &mut state, ws);
+        self.state = state;
+        self.fault |= !finite;
+    }
+
+    /// The last part of such a substep, after the group's solve (see
+    /// [`crate::pipeline::substep_end`]).
+    pub(crate) fn group_substep_end(
+        &mut self,
+        ws: &mut Workspace,
+        colliders: &ColliderSet,
+        span: (f64, f64),
+        external: (&[DVec3], bool),
+    ) {
+        let mut state = std::mem::take(&mut self.state);
+        substep_end(
+            &substep_inputs(self, colliders, span),
+            &mut state,
+            ws,
+            Some(external),
+        );
+        self.state = state;
+    }
+
+    /// The model, the positions at the substep's start and the iteration count, for a group's
+    /// solve.
+    pub(crate) fn solve_parts(&self) -> (&ClothModel, &[DVec3], u32) {
+        (&self.model, &self.state.positions, self.settings.iterations)
     }
 
     /// After a frame of `elapsed` seconds that began at `start`: counts the time every node,
@@ -900,7 +975,7 @@ impl Cloth {
             for (i, &p) in self.model.pins.iter().enumerate() {
                 ws.x_new[p as usize] = self.pin_target[i];
             }
-            self.substep_with_pins_in_x_new(ws, &ColliderSet::EMPTY, 0.0, 1.0, None);
+            self.substep_with_pins_in_x_new(ws, &ColliderSet::EMPTY, 0.0, 1.0);
             self.touching.assign(ws.contact_pass.touching());
             ws.contact_pass.store(
                 &mut self.contact_forces,
@@ -920,31 +995,11 @@ impl Cloth {
         colliders: &ColliderSet,
         s0: f64,
         s1: f64,
-        layers: Option<LayerFrame<'_>>,
     ) {
-        let inputs = SubstepInputs {
-            layers,
-            model: &self.model,
-            settings: &self.settings,
-            aero: &self.aero,
-            contact: &self.contact,
-            colliders,
-            span: (s0, s1),
-            limits: self.limits.any().then_some(LimitFrame {
-                settings: &self.limits,
-                tethers: &self.model.tethers,
-                skin: &self.skin,
-                pinned: &self.model.pinned_mask,
-            }),
-            self_thickness: self
-                .self_collision
-                .enabled
-                .then_some(self.self_collision.thickness),
-            exclusions: &self.body_exclusions,
-        };
-        if !substep(&inputs, &mut self.state, ws) {
-            self.fault = true;
-        }
+        let mut state = std::mem::take(&mut self.state);
+        let finite = substep(&substep_inputs(self, colliders, (s0, s1)), &mut state, ws);
+        self.state = state;
+        self.fault |= !finite;
     }
 
     /// Fault injection for tests of the recovery path: makes `node`'s velocity NaN, as a solver
@@ -1188,6 +1243,44 @@ impl Cloth {
 }
 
 /// The cloth's node count.
+/// A frame of a cloth between [`Cloth::begin_frame`] and [`Cloth::end_frame`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Frame {
+    /// The report so far.
+    pub report: StepReport,
+    /// Substeps to run.
+    pub run: u32,
+    /// The cloth sleeps through the frame (nothing to run, no end to call).
+    pub asleep: bool,
+}
+
+/// What a substep of `cloth` spanning `span` of the frame reads besides its state.
+fn substep_inputs<'a>(
+    cloth: &'a Cloth,
+    colliders: &'a ColliderSet,
+    span: (f64, f64),
+) -> SubstepInputs<'a> {
+    SubstepInputs {
+        model: &cloth.model,
+        settings: &cloth.settings,
+        aero: &cloth.aero,
+        contact: &cloth.contact,
+        colliders,
+        span,
+        limits: cloth.limits.any().then_some(LimitFrame {
+            settings: &cloth.limits,
+            tethers: &cloth.model.tethers,
+            skin: &cloth.skin,
+            pinned: &cloth.model.pinned_mask,
+        }),
+        self_thickness: cloth
+            .self_collision
+            .enabled
+            .then_some(cloth.self_collision.thickness),
+        exclusions: &cloth.body_exclusions,
+    }
+}
+
 fn n_nodes(cloth: &Cloth) -> usize {
     cloth.state.positions.len()
 }

@@ -80,7 +80,7 @@ pub use error::{ClothError, MeshError, ObjError, PolygonError, RonError};
 pub use glam;
 pub use integrator::Integrator;
 pub use layering::ClothLayers;
-pub use layers::{ClothSurface, LayerError, LayerSettings, Partners};
+pub use layers::{ClothSurface, LayerError, LayerSettings};
 pub use limits::{LimitSettings, SleepSettings};
 pub use lod::{ClothBudget, LodId, LodScheduler, Rung};
 pub use measures::Measures;

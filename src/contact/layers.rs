@@ -1,4 +1,4 @@
-//! Layers: cloth against cloth (a cape over a skirt, a hood over a cape, two characters'
+//! Layers: cloth against cloth (a cape over a skirt, a mantle over a cape, two characters'
 //! capes that meet).
 //!
 //! Cloths that opt in keep a minimum distance (the thickness) from each other and never pass
@@ -6,29 +6,30 @@
 //! feature pairs (a node against a triangle, an edge against an edge), the same forces inside
 //! the iterations, a continuous check after them, and Coulomb friction between the layers.
 //!
-//! A cloth cannot read another's positions while both move, so layered cloths step in a
-//! defined order, the **layer order** (inner layers first: a skirt before the cape over it),
-//! and exchange positions at two points of the frame ([`crate::layering::ClothLayers`]):
+//! Cloths that may touch this frame form a **layer group** ([`crate::layering::ClothLayers`]),
+//! and a group steps as one system: one substep loop, and in each iteration every cloth's own
+//! map (its local step, its global solve with its own factor, its body contact), then one
+//! update of the forces between the group's cloths. Everything between cloths is two-sided:
 //!
-//! 1. **Exchange** (`begin_frame`): every layered cloth's positions at the frame's start are
-//!    copied into its [`ClothSurface`]; cloths whose boxes may meet this frame become
-//!    partners, and partners linked together form a group, stepped in layer order.
-//! 2. **Step** ([`Cloth::step_among`](crate::Cloth::step_among)), in rounds: round `k` steps
-//!    the `k`-th cloth of every group (the groups in parallel). A cloth steps against its
-//!    partners as kinematic surfaces: those already stepped this frame move along their
-//!    actual motion from the frame's start to its end (straight, as every substep's
-//!    continuous check assumes), those not yet stepped stay where the frame began. Its nodes
-//!    are pushed, its partners' are not.
-//! 3. **Exchange** (`end_cloth`): once a cloth has stepped, its surface's end positions are
-//!    its new positions, which the later cloths of its group see.
+//! 1. **Pairs, once per substep**: a swept broad phase between every two cloths of the group
+//!    that may meet (each cloth's features from the substep's start to where it is headed),
+//!    the pairs numbered in the group's numbering (the first cloth's nodes, then the
+//!    second's, ...), each with the side it begins on and its last force (warm start).
+//! 2. **An impulse on the predictions**: pairs that would end closer than the thickness push
+//!    both cloths' predictions apart, weighted by inverse mass.
+//! 3. **Forces inside the iterations**: each pair's force `lambda >= 0` (and its friction)
+//!    enters **both** cloths' right-hand sides, equal and opposite, split over the pair's
+//!    nodes by the closest points' weights; after every iteration it is corrected from the
+//!    gap at both cloths' new iterates (`lambda <- max(0, lambda - gap / W)`, `W` the sum of
+//!    both sides' compliances).
+//! 4. **A last pass**: pairs still closer than the thickness pushed apart (both sides), then a
+//!    continuous check over both cloths' actual paths: the free nodes of a crossing pair, on
+//!    either cloth, go back along their paths until nothing crosses. Cloths that begin a
+//!    substep untangled end it untangled (pinned nodes, which the game places, excepted).
 //!
-//! A later cloth's continuous check runs against the earlier cloths' whole motion over the
-//! frame, so two cloths that begin a frame without crossing end it without (pinned nodes,
-//! which the game places, excepted); an earlier cloth sees where a later one was, so it never
-//! pushes into a cloth that moves away. Every stage reads only what the previous one wrote: the
-//! results do not depend on the number of threads. The force between two cloths acts on the
-//! later one only (a cape lying on a sheet does not press it down); friction likewise.
-//! [`layer_crossings`] and [`layer_separation`] measure the result.
+//! Every stage reads only what the previous one wrote, and a group's work is one unit: the
+//! results do not depend on the number of threads. [`layer_crossings`] and
+//! [`layer_separation`] measure the result.
 
 use std::sync::Arc;
 
@@ -39,8 +40,8 @@ use crate::bounds::Aabb;
 use crate::error::ClothError;
 use crate::model::ClothModel;
 use crate::self_contact::{
-    CCD_EPS, MAX_ROUNDS, Offsets, REWIND_MIN, SelfContact, SelfTopology, crossing_time, features,
-    node_at, pairs_between, triangles_intersect,
+    CCD_EPS, Offsets, RawPair, SelfContact, SweptBoxes, pairs_between, rewind_crossings,
+    triangles_intersect,
 };
 
 /// How layered cloths meet. Plain data.
@@ -101,6 +102,22 @@ pub enum LayerError {
         /// How many cloths there are.
         count: usize,
     },
+    /// Two cloths of a layer group step with different substep lengths (a group runs one
+    /// substep loop).
+    #[error(
+        "layers: cloths {a} and {b} meet but step {h_a} s and {h_b} s substeps; a layer group \
+         runs one substep loop, so cloths that meet need the same frame time and substeps"
+    )]
+    SubstepsDiffer {
+        /// The first cloth.
+        a: usize,
+        /// The second cloth.
+        b: usize,
+        /// The first cloth's substep (seconds).
+        h_a: f64,
+        /// The second cloth's substep (seconds).
+        h_b: f64,
+    },
     /// The cloths given to a frame are not the ones the layers were made for.
     #[error("layers: made for {expected} cloths, given {given}")]
     CountChanged {
@@ -120,13 +137,12 @@ impl From<LayerError> for ClothError {
     }
 }
 
-/// A cloth as its partners see it during one frame: its model (mesh and pins), its positions
-/// at the frame's start and, once it has stepped, at its end (copies, reused frame to frame).
+/// A cloth as the frame's broad phase between cloths sees it: its model (mesh and pins) and its
+/// positions at the frame's start (a copy, reused frame to frame).
 #[derive(Debug, Clone, Default)]
 pub struct ClothSurface {
     model: Option<Arc<ClothModel>>,
     pub(crate) start: Vec<DVec3>,
-    pub(crate) end: Vec<DVec3>,
     /// The box of the start positions.
     bounds: Aabb,
     /// The fastest node's speed at the start (m/s).
@@ -139,16 +155,14 @@ impl ClothSurface {
         Self::default()
     }
 
-    /// Copies a cloth's model and positions at the frame's start (its end, until
-    /// [`ClothSurface::set_end`]); `velocities` give how far it may move in the frame.
+    /// Copies a cloth's model and positions at the frame's start; `velocities` give how far it
+    /// may move in the frame.
     pub fn capture(&mut self, model: &Arc<ClothModel>, positions: &[DVec3], velocities: &[DVec3]) {
         if !self.model.as_ref().is_some_and(|m| Arc::ptr_eq(m, model)) {
             self.model = Some(Arc::clone(model));
         }
         self.start.clear();
         self.start.extend_from_slice(positions);
-        self.end.clear();
-        self.end.extend_from_slice(positions);
         let mut b = Aabb::EMPTY;
         for &p in positions {
             b.grow(p);
@@ -158,14 +172,6 @@ impl ClothSurface {
             .iter()
             .fold(0.0f64, |m, v| m.max(v.length_squared()))
             .sqrt();
-    }
-
-    /// The cloth's positions after it stepped (the same number of nodes as captured; others
-    /// are ignored).
-    pub fn set_end(&mut self, positions: &[DVec3]) {
-        if positions.len() == self.end.len() {
-            self.end.copy_from_slice(positions);
-        }
     }
 
     /// The captured cloth's model (`None` before the first capture).
@@ -183,11 +189,6 @@ impl ClothSurface {
         self.speed
     }
 
-    /// Whether the cloth moved (or will, at its speed) this frame.
-    pub(crate) fn moving(&self, threshold: f64) -> bool {
-        self.speed > threshold || self.start != self.end
-    }
-
     /// Whether this surface and `other` may come within `thickness` of each other over a frame
     /// of `dt` seconds (their boxes, grown by twice how far their fastest nodes go, meet).
     pub fn may_meet(&self, other: &ClothSurface, dt: f64, thickness: f64) -> bool {
@@ -199,229 +200,297 @@ impl ClothSurface {
     }
 }
 
-/// The partners a cloth steps against in a frame: some of a frame's [`ClothSurface`]s.
-#[derive(Debug, Clone, Copy)]
-pub struct Partners<'a> {
-    /// Every surface of the frame.
-    pub surfaces: &'a [ClothSurface],
-    /// Which of them are this cloth's partners (indices into `surfaces`; never the cloth's
-    /// own).
-    pub which: &'a [usize],
-    /// How they meet.
-    pub settings: &'a LayerSettings,
+/// The contact between the cloths of one layer group (see the module docs): the group's
+/// pairs and their forces in the group's numbering (each cloth's nodes after the previous
+/// cloths'), and the group's copies of its cloths' positions. Reuses its memory substep to
+/// substep; keeps the pairs' forces from one substep to the next (the warm start) while the
+/// group keeps its cloths.
+#[derive(Debug, Default)]
+pub(crate) struct LayerContact {
+    /// The group's pairs and their forces (a self-contact over the group's numbering).
+    pairs: SelfContact,
+    /// Per cloth: where its nodes, triangles and edges start in the group's numbering.
+    offsets: Vec<Offsets>,
+    /// The cloths' models this numbering is for (their addresses: the warm start is kept only
+    /// while they stay).
+    models: Vec<usize>,
+    /// Per node: mass, pinned, compliance `(K^-1)_ii`.
+    masses: Vec<f64>,
+    pinned: Vec<bool>,
+    compliance: Vec<f64>,
+    /// The group's nodes at the substep's start and now.
+    x_start: Vec<DVec3>,
+    x: Vec<DVec3>,
+    /// Per node, the forces of the group's pairs on it (the cloths' right-hand sides take
+    /// their slices).
+    pub(crate) force: Vec<DVec3>,
+    /// Per cloth, its swept boxes.
+    boxes: Vec<SweptBoxes>,
+    stack: Vec<(u32, u32)>,
+    /// The broad phase's pairs (group numbering) with their nodes.
+    raw: Vec<(RawPair, [u32; 4])>,
+    /// The continuous check's pairs.
+    resolved: Vec<(bool, [u32; 4])>,
+    /// The pairs of the group's cloths that may meet this frame (group indices, lower first).
+    pub(crate) near: Vec<[usize; 2]>,
+    /// Per cloth, its solve's iteration state this substep.
+    pub(crate) iterations: Vec<crate::solver::Iterations>,
+    /// The collective compliance's solve: its right-hand side (1 at the engaged pairs'
+    /// nodes), then each cloth's answer (group numbering).
+    pub(crate) response: Vec<DVec3>,
+    /// Engaged pairs when the collective compliance was last measured this substep.
+    response_set: usize,
+    /// Per cloth: whether a pair pushed one of its nodes, or the last pass moved one, this
+    /// substep (an impact).
+    pub(crate) impact: Vec<bool>,
 }
 
-impl<'a> Partners<'a> {
-    /// The partners' surfaces, in order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &'a ClothSurface> + 'a {
-        let surfaces = self.surfaces;
-        self.which.iter().filter_map(move |&k| surfaces.get(k))
-    }
-
-    /// Whether there is any partner with a model.
-    pub(crate) fn any(&self) -> bool {
-        self.iter()
-            .any(|s| s.model.is_some() && !s.start.is_empty())
-    }
-}
-
-/// What a substep reads of its cloth's partners: their surfaces and the fractions of the
-/// frame the substep spans.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct LayerFrame<'a> {
-    pub partners: Partners<'a>,
-    pub span: (f64, f64),
-}
-
-impl SelfContact {
-    /// The broad phase of the cloth (mesh `topo`, moving from `x0` to `x1`) against its
-    /// partners (from `ext_start` to `ext_end`), boxes grown by `margin`: every pair of
-    /// features whose boxes meet into `layer_raw`, numbered after the cloth's own.
-    fn layer_broad_phase(
-        &mut self,
-        topo: &SelfTopology,
-        partners: &Partners<'_>,
-        x0: &[DVec3],
-        x1: &[DVec3],
-        margin: f64,
-    ) {
-        self.own_boxes.fill(topo, x0, x1, margin);
-        self.layer_raw.clear();
+impl LayerContact {
+    /// Numbers the group's cloths (`members`, in layer order) for the frame, sizing the
+    /// buffers; forgets the pairs' forces when the cloths' models changed.
+    pub(crate) fn begin<'a>(&mut self, members: impl Iterator<Item = &'a ClothModel> + Clone) {
+        let same = self.models.len() == members.clone().count()
+            && members
+                .clone()
+                .zip(&self.models)
+                .all(|(m, &a)| std::ptr::from_ref(m) as usize == a);
+        if !same {
+            self.pairs.warm.clear();
+            self.models.clear();
+            self.models
+                .extend(members.clone().map(|m| std::ptr::from_ref(m) as usize));
+        }
+        self.offsets.clear();
+        self.masses.clear();
+        self.pinned.clear();
+        self.compliance.clear();
         let mut off = Offsets {
-            nodes: x0.len() as u32,
-            triangles: topo.triangles.len() as u32,
-            edges: topo.edges.len() as u32,
+            nodes: 0,
+            triangles: 0,
+            edges: 0,
         };
-        let mut at = 0usize;
-        for surface in partners.iter() {
-            let Some(model) = surface.model.as_ref() else {
+        for m in members {
+            self.offsets.push(off);
+            let topo = m.self_topology();
+            off.nodes += m.mesh.node_count() as u32;
+            off.triangles += topo.triangles.len() as u32;
+            off.edges += topo.edges.len() as u32;
+            self.masses.extend_from_slice(&m.masses);
+            self.pinned.extend_from_slice(&m.pinned_mask);
+            self.compliance.extend_from_slice(&m.compliance);
+        }
+        let n = off.nodes as usize;
+        self.force.clear();
+        self.force.resize(n, DVec3::ZERO);
+        self.x.resize(n, DVec3::ZERO);
+        self.x_start.resize(n, DVec3::ZERO);
+        self.response.resize(n, DVec3::ZERO);
+        self.impact.clear();
+        self.impact.resize(self.offsets.len(), false);
+        if self.boxes.len() < self.offsets.len() {
+            self.boxes
+                .resize_with(self.offsets.len(), SweptBoxes::default);
+        }
+    }
+
+    /// Cloth `k`'s nodes in the group's numbering.
+    pub(crate) fn range(&self, k: usize) -> std::ops::Range<usize> {
+        let start = self.offsets[k].nodes as usize;
+        let end = self
+            .offsets
+            .get(k + 1)
+            .map_or(self.x.len(), |o| o.nodes as usize);
+        start..end
+    }
+
+    /// Cloth `k`'s slice of the group's forces.
+    pub(crate) fn force_of(&self, k: usize) -> &[DVec3] {
+        &self.force[self.range(k)]
+    }
+
+    /// Copies cloth `k`'s positions into the group's `x` (or, with `start`, its substep's
+    /// start).
+    fn gather(&mut self, k: usize, x: &[DVec3], start: bool) {
+        let r = self.range(k);
+        if start {
+            self.x_start[r].copy_from_slice(x);
+        } else {
+            self.x[r].copy_from_slice(x);
+        }
+    }
+
+    /// Sets cloth `k`'s positions at the substep's start and where it is headed (its
+    /// prediction, pins at their targets), before [`LayerContact::prepare`].
+    pub(crate) fn set_substep(&mut self, k: usize, x_start: &[DVec3], heading: &[DVec3]) {
+        self.gather(k, x_start, true);
+        self.gather(k, heading, false);
+    }
+
+    /// The substep's pairs (after [`LayerContact::set_substep`] for every cloth): the swept
+    /// broad phase between every two cloths of [`LayerContact::near`] (`model(k)` is cloth
+    /// `k`'s model), kept where the features may come within the thickness or their paths
+    /// cross, each from its last force.
+    pub(crate) fn prepare<'m>(
+        &mut self,
+        model: impl Fn(usize) -> &'m ClothModel,
+        settings: &LayerSettings,
+    ) {
+        self.pairs.begin_group_substep();
+        self.response_set = 0;
+        self.force.fill(DVec3::ZERO);
+        self.impact.fill(false);
+        let thickness = settings.thickness;
+        let reach = thickness * (1.0 + crate::self_contact::SLACK_THICKNESSES);
+        self.broad_phase(&model, 0.5 * reach, false);
+        let raw = std::mem::take(&mut self.raw);
+        for &(r, nodes) in &raw {
+            if nodes.iter().all(|&k| self.pinned[k as usize]) {
                 continue;
+            }
+            let p0 = nodes.map(|k| self.x_start[k as usize]);
+            let p1 = nodes.map(|k| self.x[k as usize]);
+            self.pairs
+                .admit(r, nodes, p0, p1, thickness, settings.friction);
+        }
+        self.raw = raw;
+        // Room for twice this substep's pairs: the count jitters around its most.
+        self.pairs.keep_headroom();
+        let n = self.raw.len();
+        if 2 * n > self.raw.capacity() {
+            self.raw.reserve(2 * n - self.raw.len());
+        }
+        if 2 * n > self.resolved.capacity() {
+            self.resolved.reserve(2 * n - self.resolved.len());
+        }
+    }
+
+    /// Every pair of features of two cloths of `near` whose swept boxes (from the group's
+    /// `x_start` to its `x`, grown by `margin`) meet, into `raw` (group numbering). With
+    /// `reuse`, the boxes are refilled only for cloths whose nodes left them.
+    fn broad_phase<'m>(
+        &mut self,
+        model: &impl Fn(usize) -> &'m ClothModel,
+        margin: f64,
+        reuse: bool,
+    ) {
+        for k in 0..self.offsets.len() {
+            if !self.near.iter().any(|p| p.contains(&k)) {
+                continue;
+            }
+            let r = self.range(k);
+            let (x0, x1) = (&self.x_start[r.clone()], &self.x[r]);
+            if reuse && self.boxes[k].hold(x1) {
+                continue;
+            }
+            self.boxes[k].fill(model(k).self_topology(), x0, x1, margin);
+        }
+        self.raw.clear();
+        for &[a, b] in &self.near {
+            let (oa, ob) = (self.offsets[a], self.offsets[b]);
+            let off = Offsets {
+                nodes: ob.nodes - oa.nodes,
+                triangles: ob.triangles - oa.triangles,
+                edges: ob.edges - oa.edges,
             };
-            let other = model.self_topology();
-            let n = surface.start.len();
-            let (s, e) = (&self.ext_start[at..at + n], &self.ext_end[at..at + n]);
-            self.ext_boxes.fill(other, s, e, margin);
+            let from = self.raw.len();
             pairs_between(
-                (topo, &self.own_boxes),
-                (other, &self.ext_boxes),
+                (model(a).self_topology(), &self.boxes[a]),
+                (model(b).self_topology(), &self.boxes[b]),
                 off,
                 &mut self.stack,
-                &mut self.layer_raw,
+                &mut self.raw,
             );
-            at += n;
-            off.nodes += n as u32;
-            off.triangles += other.triangles.len() as u32;
-            off.edges += other.edges.len() as u32;
+            // From `a`'s numbering to the group's.
+            for ((ee, first, second), nodes) in &mut self.raw[from..] {
+                *first += if *ee { oa.edges } else { oa.nodes };
+                *second += if *ee { oa.edges } else { oa.triangles };
+                for k in nodes.iter_mut() {
+                    *k += oa.nodes;
+                }
+            }
         }
     }
 
-    /// The substep's pairs against the layers' partners (after [`SelfContact::prepare`]): the
-    /// partners' nodes at the substep's two ends (on their straight paths from the frame's
-    /// start to its end), then the pairs of features that may come within the thickness while the
-    /// cloth's nodes move from `x_start` toward `x_pred`, or whose paths cross.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn prepare_layers(
-        &mut self,
-        topo: &SelfTopology,
-        frame: &LayerFrame<'_>,
-        masses: &[f64],
-        pinned: &[bool],
-        x_start: &[DVec3],
-        x_pred: &[DVec3],
-        h: f64,
-    ) {
-        self.layered = true;
-        let (s0, s1) = frame.span;
-        self.ext_start.clear();
-        self.ext_end.clear();
-        for surface in frame.partners.iter().filter(|s| s.model.is_some()) {
-            let path = surface.start.iter().zip(&surface.end);
-            self.ext_start
-                .extend(path.clone().map(|(a, b)| a.lerp(*b, s0)));
-            self.ext_end.extend(path.map(|(a, b)| a.lerp(*b, s1)));
-        }
-        let thickness = frame.partners.settings.thickness;
-        let reach = thickness * (1.0 + crate::self_contact::SLACK_THICKNESSES);
-        self.layer_broad_phase(topo, &frame.partners, x_start, x_pred, 0.5 * reach);
-        let raw = std::mem::take(&mut self.layer_raw);
-        for &(r, nodes) in &raw {
-            let own = |k: u32| (k as usize) < x_start.len();
-            if nodes.iter().all(|&k| !own(k) || pinned[k as usize]) {
-                continue;
-            }
-            let p0 = nodes.map(|k| node_at(x_start, &self.ext_start, k));
-            let p1 = nodes.map(|k| node_at(x_pred, &self.ext_end, k));
-            if self.admit(
-                r,
-                nodes,
-                p0,
-                p1,
-                thickness,
-                frame.partners.settings.friction,
-            ) {
-                // Against a partner that stands still this frame (one not stepped yet: a later
-                // layer), the pair pushes by at most a thickness a substep (`lambda h^2 / m`),
-                // so that a cloth caught between a body and a later layer gives way instead
-                // of the two pushes growing without bound.
-                let still = nodes.iter().all(|&k| {
-                    let k = k as usize;
-                    k < x_start.len() || {
-                        let e = k - x_start.len();
-                        self.ext_start[e] == self.ext_end[e]
-                    }
-                });
-                if still {
-                    let mass = nodes
-                        .iter()
-                        .filter(|&&k| own(k))
-                        .map(|&k| masses[k as usize])
-                        .fold(f64::INFINITY, f64::min);
-                    if let Some(p) = self.pairs.last_mut() {
-                        p.max_force = thickness * mass / (h * h);
-                    }
-                }
-            }
-        }
-        self.layer_raw = raw;
+    /// Whether the substep has pairs.
+    pub(crate) fn active(&self) -> bool {
+        self.pairs.active()
     }
 
-    /// The layers' continuous check after the substep (after [`SelfContact::finish`]): for
-    /// every pair whose features cross while the cloth moves from `x_start` to `x` and its
-    /// partners along their paths, the cloth's free nodes of the pair go back along their
-    /// paths to half the crossing's time when the partner's side stands still, or else move
-    /// with it (the displacement of the partner's side at the closest points, so that the
-    /// pair keeps the side and distance it began with: a node cannot undo a crossing the
-    /// partner's motion made by going back), until none crosses. Counts the nodes moved in
-    /// `impacts`.
-    pub(crate) fn rewind_layers(
-        &mut self,
-        topo: &SelfTopology,
-        frame: &LayerFrame<'_>,
-        pinned: &[bool],
-        x_start: &[DVec3],
-        x: &mut [DVec3],
-    ) {
-        let n = x.len();
-        if !self.own_boxes.hold(x) {
-            self.layer_broad_phase(topo, &frame.partners, x_start, x, CCD_EPS);
+    /// Copies cloth `k`'s current positions (its prediction, an iterate, its substep's end)
+    /// into the group's (before [`LayerContact::push_apart`], [`LayerContact::update`],
+    /// [`LayerContact::finish`]).
+    pub(crate) fn set_positions(&mut self, k: usize, x: &[DVec3]) {
+        self.gather(k, x, false);
+    }
+
+    /// Cloth `k`'s positions in the group's copy (after a pass moved them).
+    pub(crate) fn positions(&self, k: usize) -> &[DVec3] {
+        &self.x[self.range(k)]
+    }
+
+    /// First half of an update of the pairs' forces: the gaps at the group's current
+    /// positions (both cloths' iterates). Returns whether the engaged set grew by a fifth since
+    /// the collective compliance was last measured: then [`LayerContact::response`] holds the
+    /// measuring solve's right-hand side (1 in the first lane at the engaged pairs' nodes),
+    /// which each cloth answers with its own factor before [`LayerContact::take_response`].
+    pub(crate) fn measure(&mut self) -> bool {
+        let engaged = self.pairs.measure(&self.x);
+        let grew = engaged > 0 && 5 * engaged > 6 * self.response_set;
+        if grew {
+            self.response.fill(DVec3::ZERO);
+            self.pairs.response_rhs(&mut self.response);
+            self.response_set = engaged;
         }
-        let (ext0, ext1) = (&self.ext_start, &self.ext_end);
-        // Nodes already carried with a partner: they move once (a node in several crossing
-        // pairs would otherwise take each pair's carry in turn).
-        let locked = &mut self.carried;
-        locked.clear();
-        locked.resize(n, false);
-        let mut moved = 0;
-        for round in 1..=MAX_ROUNDS {
-            let mut changed = false;
-            for &((ee, _, _), nodes) in &self.layer_raw {
-                let p0 = nodes.map(|k| node_at(x_start, ext0, k));
-                let p1 = nodes.map(|k| node_at(x, ext1, k));
-                let Some(t) = crossing_time(ee, p0, p1, CCD_EPS) else {
-                    continue;
-                };
-                // The partner's side: its displacement at the closest points at the start.
-                let (coef, ..) = features(ee, p0);
-                let (mut carried, mut weight) = (DVec3::ZERO, 0.0);
-                for (c, &k) in coef.iter().zip(&nodes) {
-                    if k as usize >= n {
-                        let k = k as usize - n;
-                        carried += c.abs() * (ext1[k] - ext0[k]);
-                        weight += c.abs();
-                    }
-                }
-                let carried = if weight > 0.0 {
-                    carried / weight
-                } else {
-                    DVec3::ZERO
-                };
-                let still = carried.length_squared() <= CCD_EPS * CCD_EPS;
-                let s = if t > REWIND_MIN { 0.5 * t } else { 0.0 };
-                for &k in &nodes {
-                    let k = k as usize;
-                    if k >= n || pinned[k] || (locked[k] && !still) {
-                        continue;
-                    }
-                    let to = if still && round < 3 {
-                        x_start[k] + s * (x[k] - x_start[k])
-                    } else if still {
-                        x_start[k]
-                    } else {
-                        locked[k] = true;
-                        x_start[k] + carried
-                    };
-                    if to != x[k] {
-                        x[k] = to;
-                        changed = true;
-                        moved += 1;
-                    }
-                }
-            }
-            if !changed {
-                break;
+        grew
+    }
+
+    /// Takes the cloths' answers in [`LayerContact::response`] as the engaged pairs'
+    /// collective compliance (each node's the larger of its answer and its own `(K^-1)_ii`):
+    /// a node pushed by many pairs at once answers their sum, and each pair corrects only its
+    /// share (as self-contact's pairs do, [`crate::self_contact`]).
+    pub(crate) fn take_response(&mut self) {
+        self.pairs.set_response(&self.response, &self.compliance);
+    }
+
+    /// Second half: each engaged pair's force corrected from its gap (both sides'
+    /// compliances); [`LayerContact::force`] then holds each node's sum.
+    pub(crate) fn update(&mut self) {
+        self.pairs.clear_forces(&mut self.force);
+        self.pairs.update(&self.compliance, 0.0, &mut self.force);
+        // A cloth a pair pushed at any iteration of the substep has had an impact (its
+        // velocities then take no rebound from the push; see `crate::pipeline`).
+        for k in 0..self.impact.len() {
+            if !self.impact[k] {
+                let r = self.range(k);
+                self.impact[k] = self.force[r].iter().any(|f| *f != DVec3::ZERO);
             }
         }
-        self.impacts += moved;
+    }
+
+    /// The last pass (after every cloth's own last pass, the group's positions set): the
+    /// forces kept for the next substep, pairs still closer than the thickness pushed apart,
+    /// then the continuous check over both sides' paths from the substep's start, every free
+    /// node of a crossing pair sent back until nothing crosses. Flags in
+    /// [`LayerContact::impact`] the cloths a pair pushed or whose nodes moved.
+    pub(crate) fn finish<'m>(&mut self, model: impl Fn(usize) -> &'m ClothModel) {
+        for i in self.pairs.pushing_nodes() {
+            let k = self.member_of(i as usize);
+            self.impact[k] = true;
+        }
+        self.pairs
+            .finish_group(&self.masses, &self.pinned, &mut self.x);
+        self.broad_phase(&model, CCD_EPS, true);
+        self.resolved.clear();
+        self.resolved
+            .extend(self.raw.iter().map(|&((ee, _, _), nodes)| (ee, nodes)));
+        rewind_crossings(&self.resolved, &self.x_start, &mut self.x, &self.pinned);
+    }
+
+    /// The cloth node `i` (group numbering) belongs to.
+    fn member_of(&self, i: usize) -> usize {
+        self.offsets
+            .partition_point(|o| o.nodes as usize <= i)
+            .saturating_sub(1)
     }
 }
 

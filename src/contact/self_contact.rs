@@ -731,22 +731,10 @@ pub(crate) struct SelfContact {
     pub(crate) impacts: usize,
     /// The pairs' forces saved by [`SelfContact::save_forces`].
     saved: Vec<(f64, DVec3)>,
-    /// Whether this substep collides the cloth with other cloths ([`crate::layers`]).
+    /// Whether these are a layer group's pairs ([`crate::layers`]) rather than a cloth's own.
     pub(crate) layered: bool,
-    /// The other cloths' nodes at the substep's start and end, one partner after another:
-    /// a pair's node index from the cloth's node count on is one of them.
-    pub(crate) ext_start: Vec<DVec3>,
-    pub(crate) ext_end: Vec<DVec3>,
-    /// The layers' pairs the broad phase found, with their nodes (for the last pass).
-    pub(crate) layer_raw: Vec<(RawPair, [u32; 4])>,
-    /// The layers' broad phase: the cloth's swept boxes (nodes, triangles, edges, hierarchy)
-    /// and a partner's.
-    pub(crate) own_boxes: SweptBoxes,
-    pub(crate) ext_boxes: SweptBoxes,
     /// The last pass's pairs with their nodes.
     resolved: Vec<(bool, [u32; 4])>,
-    /// Per node, whether the layers' last pass carried it with a partner this substep.
-    pub(crate) carried: Vec<bool>,
 }
 
 /// Swept boxes of a mesh's nodes, triangles and edges, and its hierarchy refitted to them.
@@ -789,14 +777,6 @@ impl SweptBoxes {
                 .zip(x)
                 .all(|(b, p)| b.inflate(-CCD_EPS).contains(*p))
     }
-}
-
-/// Position of node `k` of a pair: the cloth's own (`x`) or, past its node count, a partner's
-/// (`ext`, see [`crate::layers`]).
-#[inline]
-pub(crate) fn node_at(x: &[DVec3], ext: &[DVec3], k: u32) -> DVec3 {
-    let k = k as usize;
-    if k < x.len() { x[k] } else { ext[k - x.len()] }
 }
 
 /// How far beyond its predicted path a node may wander during the iterations and still meet
@@ -993,7 +973,7 @@ impl SelfContact {
     pub(crate) fn measure(&mut self, x: &[DVec3]) -> usize {
         let mut engaged = 0;
         for p in &mut self.pairs {
-            let pos = p.nodes.map(|k| node_at(x, &self.ext_end, k));
+            let pos = p.nodes.map(|k| x[k as usize]);
             let (dist, n, coef) = signed_geometry(p.edge_edge, p.side, pos);
             p.gap = dist - p.thickness;
             p.normal = n;
@@ -1140,7 +1120,7 @@ impl SelfContact {
         let mut pushes = 0;
         for _ in 0..2 {
             for p in &self.pairs {
-                let pos = p.nodes.map(|k| node_at(x, &self.ext_end, k));
+                let pos = p.nodes.map(|k| x[k as usize]);
                 let (dist, n, coef) = signed_geometry(p.edge_edge, p.side, pos);
                 let gap = dist - p.thickness;
                 if gap >= 0.0 {
@@ -1193,6 +1173,52 @@ impl SelfContact {
         if self.enabled {
             self.rewind_self(topo, pinned, x_start, x);
         }
+    }
+
+    /// A layer group's substep begins (`crate::layers`): no pairs yet, none against itself.
+    pub(crate) fn begin_group_substep(&mut self) {
+        self.enabled = false;
+        self.layered = true;
+        self.pairs.clear();
+        self.impacts = 0;
+        self.w_max = 0.0;
+    }
+
+    /// A layer group's last pass before its continuous check: the pushing pairs' forces kept
+    /// for the next substep, then the pairs closer than the thickness pushed apart (both
+    /// sides).
+    pub(crate) fn finish_group(&mut self, masses: &[f64], pinned: &[bool], x: &mut [DVec3]) {
+        self.warm.clear();
+        self.warm.extend(
+            self.pairs
+                .iter()
+                .filter(|p| p.force > 0.0)
+                .map(|p| (p.key, p.force)),
+        );
+        self.warm.sort_unstable_by_key(|w| w.0);
+        self.impacts = self.pairs.iter().filter(|p| p.force > 0.0).count();
+        self.impacts += self.push_apart(masses, pinned, x);
+    }
+
+    /// Keeps room for twice as many pairs as this substep has (and their warm starts), so
+    /// that a layer group whose pair count jitters around its most does not allocate frame
+    /// after frame.
+    pub(crate) fn keep_headroom(&mut self) {
+        let n = self.pairs.len();
+        if 2 * n > self.pairs.capacity() {
+            self.pairs.reserve(2 * n - self.pairs.len());
+        }
+        if 2 * n > self.warm.capacity() {
+            self.warm.reserve(2 * n - self.warm.len());
+        }
+    }
+
+    /// The nodes of the pairs pushing at the last update (repeats included).
+    pub(crate) fn pushing_nodes(&self) -> impl Iterator<Item = u32> + '_ {
+        self.pairs
+            .iter()
+            .filter(|p| p.force > 0.0)
+            .flat_map(|p| p.nodes)
     }
 
     /// The continuous check of the cloth against itself (see [`SelfContact::finish`]).

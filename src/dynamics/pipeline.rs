@@ -11,7 +11,6 @@ use glam::DVec3;
 use crate::aero::Aerodynamics;
 use crate::collision::{BodyExclusions, ColliderSet, ContactSettings};
 use crate::integrator::{History, Scheme, predict, velocity};
-use crate::layers::LayerFrame;
 use crate::limits::LimitFrame;
 use crate::model::{ClothModel, SolverSettings};
 use crate::self_contact::SelfFrame;
@@ -52,8 +51,6 @@ pub(crate) struct SubstepInputs<'a> {
     pub limits: Option<LimitFrame<'a>>,
     /// The cloth's self-collision thickness, if it collides with itself.
     pub self_thickness: Option<f64>,
-    /// The other cloths it meets, if any ([`crate::layers`]).
-    pub layers: Option<LayerFrame<'a>>,
     /// Bodies that do not push some nodes.
     pub exclusions: &'a BodyExclusions,
 }
@@ -61,6 +58,30 @@ pub(crate) struct SubstepInputs<'a> {
 /// One substep of `state`; pinned entries of `ws.x_new` already hold their positions for the
 /// substep's end. Returns false when the prediction was not finite (the caller rolls back).
 pub(crate) fn substep(
+    inputs: &SubstepInputs<'_>,
+    state: &mut ClothState,
+    ws: &mut Workspace,
+) -> bool {
+    let finite = substep_begin(inputs, state, ws);
+    solve_substep(
+        inputs.model,
+        inputs.settings.iterations,
+        &mut ws.x_new,
+        &mut ws.scratch,
+        &mut Contact {
+            pass: &mut ws.contact_pass,
+            x_start: &state.positions,
+            external: None,
+        },
+    );
+    substep_end(inputs, state, ws, None);
+    finite
+}
+
+/// The first part of a substep (see [`substep`]): the prediction, the initial guess, the
+/// contact pass's broad phase and self-contact's impulse on the prediction; the solve comes
+/// next. Returns false when the prediction was not finite.
+pub(crate) fn substep_begin(
     inputs: &SubstepInputs<'_>,
     state: &mut ClothState,
     ws: &mut Workspace,
@@ -139,7 +160,7 @@ pub(crate) fn substep(
         &model.free_nodes,
         &st.positions,
         &ws.scratch.x_tilde,
-        (inputs.self_thickness.is_some() || inputs.layers.is_some()).then(|| SelfFrame {
+        inputs.self_thickness.is_some().then(|| SelfFrame {
             topology: model.self_topology(),
             thickness: inputs.self_thickness,
             rest: model.mesh.metric_positions(),
@@ -148,17 +169,6 @@ pub(crate) fn substep(
         }),
         inputs.exclusions,
     );
-    if let Some(layers) = &inputs.layers {
-        ws.contact_pass.self_contact.prepare_layers(
-            model.self_topology(),
-            layers,
-            &model.masses,
-            &model.pinned_mask,
-            &st.positions,
-            &ws.x_new,
-            h,
-        );
-    }
     if ws.contact_pass.self_contact.active() {
         // Self-contact's impulse on the prediction (see `self_contact`), before the iterations.
         ws.contact_pass.self_contact.push_apart(
@@ -170,31 +180,30 @@ pub(crate) fn substep(
             ws.x_new[node as usize] = ws.scratch.x_tilde[node as usize];
         }
     }
-    solve_substep(
-        model,
-        inputs.settings.iterations,
-        &mut ws.x_new,
-        &mut ws.scratch,
-        &mut Contact {
-            pass: &mut ws.contact_pass,
-            x_start: &st.positions,
-        },
-    );
-    // The last pass of self-collision and layers (see `self_contact`, `layers`).
+    finite
+}
+
+/// The last part of a substep, after the solve (see [`substep`]): self-collision's last pass,
+/// then velocities, the contact velocity split and the history. `external` are the forces of
+/// the cloth's layer group on its nodes (`crate::layering`), which the split counts with the
+/// contact forces; `group_impact`, whether the group's contact pushed or sent back one of the
+/// cloth's nodes this substep (an impact, as a body's).
+pub(crate) fn substep_end(
+    inputs: &SubstepInputs<'_>,
+    state: &mut ClothState,
+    ws: &mut Workspace,
+    external: Option<(&[DVec3], bool)>,
+) {
+    let model = inputs.model;
+    let h = model.settings.substep();
+    let st = state;
+    let scheme = model.scheme();
+    // The last pass of self-collision (see `self_contact`).
     let sc = &mut ws.contact_pass.self_contact;
-    if sc.enabled || sc.layered {
+    if sc.enabled {
         sc.finish(
             model.self_topology(),
             &model.masses,
-            &model.pinned_mask,
-            &st.positions,
-            &mut ws.x_new,
-        );
-    }
-    if let Some(layers) = &inputs.layers {
-        sc.rewind_layers(
-            model.self_topology(),
-            layers,
             &model.pinned_mask,
             &st.positions,
             &mut ws.x_new,
@@ -204,7 +213,9 @@ pub(crate) fn substep(
     // ends with backward-Euler velocities: BDF2 differentiates a quadratic through the last
     // three positions, and after a sudden stop that quadratic rebounds (velocity -v/2),
     // which would make every impact bounce. BDF2 resumes once contact is steady.
-    let impact = ws.contact_pass.impacts > 0 || ws.contact_pass.self_contact.impacts > 0;
+    let impact = ws.contact_pass.impacts > 0
+        || ws.contact_pass.self_contact.impacts > 0
+        || external.is_some_and(|e| e.1);
     let vscheme = if impact {
         Scheme::BackwardEuler
     } else {
@@ -231,10 +242,29 @@ pub(crate) fn substep(
     // node keeps at most the larger of that and zero. A sheet dropped on a bar then rests
     // where it lands instead of leaving with the lift (`ContactSettings::split_impulses`,
     // docs/lab/2026-11-27-one-iteration.md).
+    let pushed =
+        ws.contact_pass.active() && ws.contact_pass.node_force.iter().any(|f| *f != DVec3::ZERO);
     let split = inputs.contact.split_impulses
-        && ws.contact_pass.active()
-        && ws.contact_pass.node_force.iter().any(|f| *f != DVec3::ZERO)
-        && contact_displacement(model, &ws.contact_pass.node_force, &mut ws.scratch);
+        && match external {
+            Some((external, _)) if external.iter().any(|f| *f != DVec3::ZERO) => {
+                // The group's forces with the cloth's own (the right-hand side is free
+                // after the solve).
+                let mut force = std::mem::take(&mut ws.scratch.rhs);
+                force.clear();
+                force.extend_from_slice(external);
+                if pushed {
+                    for (f, r) in force.iter_mut().zip(&ws.contact_pass.node_force) {
+                        *f += *r;
+                    }
+                }
+                let done = contact_displacement(model, &force, &mut ws.scratch);
+                ws.scratch.rhs = force;
+                done
+            }
+            _ => {
+                pushed && contact_displacement(model, &ws.contact_pass.node_force, &mut ws.scratch)
+            }
+        };
     let mut split_any = false;
     if split {
         let weight = match vscheme {
@@ -286,7 +316,6 @@ pub(crate) fn substep(
         }
     }
     st.has_history = true;
-    finite
 }
 
 /// Smallest contact displacement (metres) in a substep whose direction the velocity split

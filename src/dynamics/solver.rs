@@ -104,57 +104,201 @@ pub(crate) fn solve_substep(
     scratch: &mut Scratch,
     contact: &mut Contact<'_>,
 ) {
-    let (Some(symbolic), Some(factor)) = (model.symbolic.as_ref(), model.factor.as_ref()) else {
-        return; // every node pinned: nothing to solve
-    };
-    let h = model.settings.substep();
-    let ht = model.scheme().effective_step(h);
-    let inv_ht2 = 1.0 / (ht * ht);
+    let mut it = Iterations::begin(model, iterations, x, scratch);
+    while it.step(model, x, scratch, contact) {}
+    it.finish(model, x, scratch, contact);
+}
 
-    // The linear algebra (right-hand sides, solves, mixing vectors) runs relative to a point on
-    // the cloth: every term depends on differences of positions only, and far from the world
-    // origin products with `K` would cancel large numbers (measured, when the gradient was still
-    // a `K x` product: a sheet in free fall for 2 minutes, 70 km down, fell 0.7-1.3 % too
-    // fast without this).
-    scratch.origin = x[model.free_nodes[0] as usize];
-    let origin = scratch.origin;
-    match model.settings.method {
-        SolverMethod::Newton => {
-            // A reference solver: any failure leaves the last accepted iterate, which the
-            // measures then show. Contact enters only through the last pass.
-            let _ = newton_substep(model, x, inv_ht2, iterations, scratch);
+/// How a substep's solve iterates.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Mode {
+    /// Every node pinned: nothing to solve.
+    Nothing,
+    /// Newton's reference ran whole in [`Iterations::begin`].
+    Newton,
+    /// Plain local-global.
+    LocalGlobal,
+    /// Anderson mixing with this many differences.
+    Anderson(usize),
+}
+
+/// One substep's solve, an iteration at a time: [`solve_substep`] runs it whole, a layer group
+/// ([`crate::layering`]) interleaves its cloths' iterations with the group's contact between
+/// them. Holds the accelerated iteration's state between iterations (its vectors stay in
+/// [`Scratch::anderson`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Iterations {
+    mode: Mode,
+    total: u32,
+    done: u32,
+    /// Whether the current input is a mixed one that the next output's residual judges.
+    judged: bool,
+    /// The contact set's key at the last accepted output.
+    set: u64,
+}
+
+impl Iterations {
+    /// Starts the solve of a substep: the local origin, the constant right-hand side and the
+    /// mixing's first input (Newton's reference runs whole here; see [`solve_substep`]).
+    pub(crate) fn begin(
+        model: &ClothModel,
+        iterations: u32,
+        x: &mut [DVec3],
+        scratch: &mut Scratch,
+    ) -> Self {
+        let mut it = Self {
+            mode: Mode::Nothing,
+            total: iterations,
+            done: 0,
+            judged: false,
+            set: 0,
+        };
+        if model.symbolic.is_none() || model.factor.is_none() {
+            return it; // every node pinned: nothing to solve
         }
-        SolverMethod::LocalGlobal | SolverMethod::Anderson { .. } => {
-            // Constant right-hand side: M (x~ - o) / h~^2 - S_FP (x_P - o) (free rows only are
-            // read).
-            let x_tilde = std::mem::take(&mut scratch.x_tilde);
-            fill_rhs_const(model, x, scratch, |i| {
-                model.masses[i] * inv_ht2 * (x_tilde[i] - origin)
-            });
-            scratch.x_tilde = x_tilde;
-            match model.settings.method {
-                SolverMethod::Anderson { history } if iterations > 1 => anderson(
-                    model,
-                    symbolic,
-                    factor,
-                    iterations,
-                    history as usize,
-                    x,
-                    scratch,
-                    contact,
-                ),
-                _ => local_global(model, symbolic, factor, iterations, x, scratch, contact),
+        let h = model.settings.substep();
+        let ht = model.scheme().effective_step(h);
+        let inv_ht2 = 1.0 / (ht * ht);
+        // The linear algebra (right-hand sides, solves, mixing vectors) runs relative to a
+        // point on the cloth: every term depends on differences of positions only, and far
+        // from the world origin products with `K` would cancel large numbers (measured, when
+        // the gradient was still a `K x` product: a sheet in free fall for 2 minutes, 70 km
+        // down, fell 0.7-1.3 % too fast without this).
+        scratch.origin = x[model.free_nodes[0] as usize];
+        let origin = scratch.origin;
+        match model.settings.method {
+            SolverMethod::Newton => {
+                // A reference solver: any failure leaves the last accepted iterate, which the
+                // measures then show. Contact enters only through the last pass.
+                let _ = newton_substep(model, x, inv_ht2, iterations, scratch);
+                it.mode = Mode::Newton;
+            }
+            SolverMethod::LocalGlobal | SolverMethod::Anderson { .. } => {
+                // Constant right-hand side: M (x~ - o) / h~^2 - S_FP (x_P - o) (free rows only
+                // are read).
+                let x_tilde = std::mem::take(&mut scratch.x_tilde);
+                fill_rhs_const(model, x, scratch, |i| {
+                    model.masses[i] * inv_ht2 * (x_tilde[i] - origin)
+                });
+                scratch.x_tilde = x_tilde;
+                scratch
+                    .solve
+                    .resize(model.free_nodes.len(), Lane4::default());
+                it.mode = match model.settings.method {
+                    SolverMethod::Anderson { history } if iterations > 1 => {
+                        let history = history as usize;
+                        scratch.anderson.ensure(model.free_nodes.len(), history);
+                        let order = &model.solve_order;
+                        scratch
+                            .anderson
+                            .set_input(order.iter().map(|&n| x[n as usize] - origin));
+                        Mode::Anderson(history)
+                    }
+                    _ => Mode::LocalGlobal,
+                };
+            }
+        }
+        it
+    }
+
+    /// Runs the next iteration (one evaluation of the map `G`, [`local_global_map`], at the
+    /// current input). Returns false, doing nothing, once the budget is spent.
+    ///
+    /// With Anderson mixing, each evaluation after the first is at a combination of the last
+    /// outputs ([`crate::anderson`]); an input whose output has a larger fixed-point residual
+    /// `|G(x) - x|` than the last accepted output's is refused: the contact forces go back to
+    /// what they were before it, the next evaluation is at the last accepted output, and the
+    /// history is cleared (the refused evaluation counts against the budget, so the cost stays
+    /// fixed). The history is also cleared when the contact set changes. After the last
+    /// iteration `x` and the contact forces are the pair `G` produced at its last accepted
+    /// evaluation.
+    pub(crate) fn step(
+        &mut self,
+        model: &ClothModel,
+        x: &mut [DVec3],
+        scratch: &mut Scratch,
+        contact: &mut Contact<'_>,
+    ) -> bool {
+        if self.done >= self.total {
+            return false;
+        }
+        let (Some(symbolic), Some(factor)) = (model.symbolic.as_ref(), model.factor.as_ref())
+        else {
+            return false;
+        };
+        let k = self.done;
+        self.done += 1;
+        match self.mode {
+            Mode::Nothing | Mode::Newton => {
+                self.done = self.total;
+                false
+            }
+            Mode::LocalGlobal => {
+                local_global_map(model, symbolic, factor, x, scratch, contact);
+                self.done < self.total
+            }
+            Mode::Anderson(history) => {
+                let mut aa = std::mem::take(&mut scratch.anderson);
+                let origin = scratch.origin;
+                let order = &model.solve_order;
+                if self.judged {
+                    contact.pass.save_forces();
+                }
+                local_global_map(model, symbolic, factor, x, scratch, contact);
+                let residual = aa.residual(order.iter().map(|&n| x[n as usize] - origin));
+                // A non-finite residual is refused too.
+                let within = residual < REFUSE_GROWTH * REFUSE_GROWTH * aa.prev_residual;
+                if self.judged && !within {
+                    // Refused: back to the last accepted pair.
+                    contact.pass.restore_forces();
+                    aa.refuse();
+                    for (&n, &v) in order.iter().zip(aa.input()) {
+                        x[n as usize] = v + origin;
+                    }
+                    self.judged = false;
+                } else {
+                    let now = contact.pass.contact_set_key();
+                    if k == 0 || now != self.set {
+                        if k > 0 {
+                            aa.restart();
+                        }
+                        self.set = now;
+                    }
+                    aa.accept(residual, history);
+                    if k + 1 < self.total {
+                        self.judged = aa.mix();
+                        for (&n, &v) in order.iter().zip(aa.input()) {
+                            x[n as usize] = v + origin;
+                        }
+                    }
+                }
+                scratch.anderson = aa;
+                self.done < self.total
             }
         }
     }
-    if contact.pass.active() || contact.pass.has_limits() {
-        contact.pass.finish(
-            contact.x_start,
-            x,
-            &model.free_nodes,
-            &mut scratch.moved,
-            |x, held| restore_conformity(model, x, held),
-        );
+
+    /// Ends the solve: the contact pass's last pass (nodes still inside a body go on its
+    /// surface; see `ContactPass::finish`).
+    pub(crate) fn finish(
+        &self,
+        model: &ClothModel,
+        x: &mut [DVec3],
+        scratch: &mut Scratch,
+        contact: &mut Contact<'_>,
+    ) {
+        if self.mode == Mode::Nothing {
+            return;
+        }
+        if contact.pass.active() || contact.pass.has_limits() {
+            contact.pass.finish(
+                contact.x_start,
+                x,
+                &model.free_nodes,
+                &mut scratch.moved,
+                |x, held| restore_conformity(model, x, held),
+            );
+        }
     }
 }
 
@@ -225,6 +369,9 @@ pub(crate) struct Contact<'a> {
     pub pass: &'a mut ContactPass,
     /// Positions at the start of the substep.
     pub x_start: &'a [DVec3],
+    /// Per node, the forces of the cloth's layer group on it (node order; `None` outside a
+    /// group), added to every global solve's right-hand side.
+    pub external: Option<&'a [DVec3]>,
 }
 
 /// `rhs_const[i] = load(i) - (S_FP (x_P - origin))_i` for every free node `i`.
@@ -263,24 +410,6 @@ pub(crate) fn project_and_assemble(model: &ClothModel, x: &[DVec3], scratch: &mu
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn local_global(
-    model: &ClothModel,
-    symbolic: &SymbolicFactor,
-    factor: &ModelFactor,
-    iterations: u32,
-    x: &mut [DVec3],
-    scratch: &mut Scratch,
-    contact: &mut Contact<'_>,
-) {
-    scratch
-        .solve
-        .resize(model.free_nodes.len(), Lane4::default());
-    for _ in 0..iterations {
-        local_global_map(model, symbolic, factor, x, scratch, contact);
-    }
-}
-
 /// The product's iteration, the map `G`: local step at `x`, global solve with the contact
 /// forces in the right-hand side (`K x = b + r`), then the coupled contact step (or, while
 /// self-contact pairs are active, the per-node update). Leaves `G(x)` in `x` and the forces it
@@ -295,7 +424,15 @@ fn local_global_map(
 ) {
     let active = contact.pass.active();
     project_and_assemble(model, x, scratch);
-    if active {
+    if let Some(external) = contact.external {
+        // The forces of the cloth's layer group join too (`crate::layering`).
+        let force = &contact.pass.node_force;
+        for (b, &node) in scratch.solve.iter_mut().zip(&model.solve_order) {
+            let i = node as usize;
+            let r = if active { force[i] } else { DVec3::ZERO };
+            *b = Lane4::from_vec(scratch.rhs[i] + r + external[i]);
+        }
+    } else if active {
         // The contact forces join the right-hand side: `K x = b + r`.
         let force = &contact.pass.node_force;
         for (b, &node) in scratch.solve.iter_mut().zip(&model.solve_order) {
@@ -317,70 +454,6 @@ fn local_global_map(
             contact_iteration(model, symbolic, factor, x, scratch, contact);
         }
     }
-}
-
-/// `iterations` evaluations of the map `G` ([`local_global_map`]) accelerated by Anderson
-/// mixing with `history` differences ([`crate::anderson`]). Each evaluation after the first is
-/// at the mixed input; an input whose output has a larger fixed-point residual `|G(x) - x|`
-/// than the last accepted output's is refused: the contact forces go back to what they were
-/// before it, the next evaluation is at the last accepted output, and the history is cleared
-/// (the refused evaluation counts against the budget, so the cost stays fixed). The history is
-/// also cleared when the contact set changes. On exit `x` and the contact forces are the pair
-/// `G` produced at its last accepted evaluation.
-#[allow(clippy::too_many_arguments)]
-fn anderson(
-    model: &ClothModel,
-    symbolic: &SymbolicFactor,
-    factor: &ModelFactor,
-    iterations: u32,
-    history: usize,
-    x: &mut [DVec3],
-    scratch: &mut Scratch,
-    contact: &mut Contact<'_>,
-) {
-    scratch
-        .solve
-        .resize(model.free_nodes.len(), Lane4::default());
-    let mut aa = std::mem::take(&mut scratch.anderson);
-    aa.ensure(model.free_nodes.len(), history);
-    let origin = scratch.origin;
-    let order = &model.solve_order;
-    aa.set_input(order.iter().map(|&n| x[n as usize] - origin));
-    let mut judged = false;
-    let mut set = contact.pass.contact_set_key();
-    for k in 0..iterations {
-        if judged {
-            contact.pass.save_forces();
-        }
-        local_global_map(model, symbolic, factor, x, scratch, contact);
-        let residual = aa.residual(order.iter().map(|&n| x[n as usize] - origin));
-        // A non-finite residual is refused too.
-        let within = residual < REFUSE_GROWTH * REFUSE_GROWTH * aa.prev_residual;
-        if judged && !within {
-            // Refused: back to the last accepted pair.
-            contact.pass.restore_forces();
-            aa.refuse();
-            for (&n, &v) in order.iter().zip(aa.input()) {
-                x[n as usize] = v + origin;
-            }
-            judged = false;
-            continue;
-        }
-        let now = contact.pass.contact_set_key();
-        if now != set {
-            aa.restart();
-            set = now;
-        }
-        aa.accept(residual, history);
-        if k + 1 == iterations {
-            break;
-        }
-        judged = aa.mix();
-        for (&n, &v) in order.iter().zip(aa.input()) {
-            x[n as usize] = v + origin;
-        }
-    }
-    scratch.anderson = aa;
 }
 
 /// The coupled contact step after a global solve (iterations with body contact and no

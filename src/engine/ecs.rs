@@ -56,8 +56,8 @@ use crate::collision::{
     ColliderId, ColliderSet, ColliderShape, CollisionGroups, ContactSettings, Pose,
 };
 use crate::error::ClothError;
-use crate::layering::ClothLayers;
-use crate::layers::{LayerError, LayerSettings, Partners};
+use crate::layering::{ClothLayers, HoldsCloth};
+use crate::layers::{LayerError, LayerSettings};
 use crate::limits::LimitSettings;
 use crate::load::{checked, count, positive, vector};
 use crate::lod::{ClothBudget, FrameTrim, LodId, LodModels, LodScheduler, Rung};
@@ -443,12 +443,13 @@ pub struct ClothLayer {
 
 /// Layers in the ECS layer (a [`Resource`]: insert one to turn them on for the
 /// [`ClothLayer`] entities): their settings, and the frame's stages ([`ClothLayers`]), rebuilt
-/// when the layered entities or their groups change. [`step_cloths`] steps the layered cloths
-/// round by round (each round's cloths in parallel with every other cloth). With a
-/// [`ClothLod`], a layered cloth steps among its partners on a rung simulated every tick, and
-/// its measured time (the layers' work included) feeds the scheduler's estimates; on a
-/// half-rate rung, following the skin or asleep it moves as that rung moves it, and its
-/// partners see that motion.
+/// when the layered entities or their groups change. [`step_cloths`] steps each layer group
+/// as one system (the groups in parallel with each other and with every other cloth). With a
+/// [`ClothLod`], the layered cloths step in their groups, each at its rung's model, when every
+/// layered cloth is on a rung simulated every tick; the groups' time, shared by node count,
+/// feeds the scheduler's estimates. Otherwise (a layered cloth on a half-rate rung, following
+/// the skin, or catching up) every layered cloth ticks alone at its rung that tick, without
+/// layers.
 #[derive(Resource, Debug, Default)]
 pub struct ClothLayering {
     /// How the layers meet (validated when the layers are built; a bad setting leaves every
@@ -462,8 +463,8 @@ pub struct ClothLayering {
     entities: Vec<(u32, Entity, CollisionGroups, usize)>,
     place: Vec<Option<usize>>,
     order: Vec<usize>,
-    /// Scratch of a tick without level of detail: each cloth's slot of [`step_rounds`].
-    slots: Vec<(Entity, f64, bool)>,
+    /// Scratch of a tick: each layered cloth's report.
+    reports: Vec<StepReport>,
     /// The last error building the layers, if any.
     pub error: Option<LayerError>,
 }
@@ -879,57 +880,91 @@ pub fn step_cloths(
     let config = &*config;
     let set = &colliders.set;
     let mut all: Vec<_> = cloths.iter_mut().collect();
-    let Some(mut lod) = lod else {
-        if let Some(layering) = layering.as_deref_mut()
-            && order_layers(&all, layering, &layered)
-        {
-            for (_, sim, over, groups) in all.iter_mut() {
-                let cfg = over.map_or(config, |o| &o.0);
-                if let Err(e) = configure(&mut sim.cloth, cfg, *groups, true) {
-                    sim.last_error = Some(e);
-                }
-            }
-            let mut slots = std::mem::take(&mut layering.slots);
-            let stepped = step_rounds(
-                &mut all,
-                config.timestep,
-                layering,
-                &mut slots,
-                |item, partners| {
-                    let (_, sim, over, _) = item;
-                    let cfg = over.map_or(config, |o| &o.0);
-                    let sim = &mut **sim;
-                    let result = match partners {
-                        Some(p) => crate::workspace::with_thread_workspace(|ws| {
-                            sim.cloth.step_among(cfg.timestep, set, p, ws)
-                        }),
-                        None => sim.cloth.step_with(cfg.timestep, set),
-                    };
-                    finish_step(sim, result.map(Some));
-                    (0.0, true)
-                },
-            );
-            layering.slots = slots;
-            if stepped {
-                return;
+    // The layered cloths first, in layer order (order, then entity), then every other cloth.
+    all.sort_by_key(|item| match layered.get(item.0) {
+        Ok(layer) => (0, layer.order, item.0),
+        Err(_) => (1, 0, item.0),
+    });
+    let layered_count = match layering.as_deref_mut() {
+        Some(layering) => {
+            if order_layers(&all, layering, &layered) {
+                layering.order.len()
+            } else {
+                0
             }
         }
-        all.par_iter_mut().for_each(|(_, sim, over, groups)| {
-            let cfg = over.map_or(config, |o| &o.0);
-            let sim = &mut **sim;
-            let result = configure(&mut sim.cloth, cfg, *groups, true)
-                .and_then(|_| sim.cloth.step_with(cfg.timestep, set));
-            finish_step(sim, result.map(Some));
-        });
+        None => 0,
+    };
+    let count = all.len();
+    let (grouped, rest) = all.split_at_mut(layered_count);
+    let Some(mut lod) = lod else {
+        let step_rest = |rest: &mut [StepItem<'_>]| {
+            rest.par_iter_mut().for_each(|(_, sim, over, groups)| {
+                let cfg = over.map_or(config, |o| &o.0);
+                let sim = &mut **sim;
+                let result = configure(&mut sim.cloth, cfg, *groups, true)
+                    .and_then(|_| sim.cloth.step_with(cfg.timestep, set));
+                finish_step(sim, result.map(Some));
+            });
+        };
+        match layering.as_deref_mut() {
+            Some(layering) if !grouped.is_empty() => {
+                for (_, sim, over, groups) in grouped.iter_mut() {
+                    let cfg = over.map_or(config, |o| &o.0);
+                    if let Err(e) = configure(&mut sim.cloth, cfg, *groups, true) {
+                        sim.last_error = Some(e);
+                    }
+                }
+                rayon::join(
+                    || step_layered(grouped, config.timestep, set, layering),
+                    || step_rest(rest),
+                );
+            }
+            _ => step_rest(rest),
+        }
         return;
     };
     // The timings go into the resource's kept list (no allocation per tick).
     let mut timings = std::mem::take(&mut lod.timings);
+    timings.clear();
+    timings.reserve(count);
     let shared = &*lod;
     let wall = std::time::Instant::now();
-    // One cloth's tick at its rung (among its layers' partners where it has them), timed: the
-    // scheduler's estimates hold the layers' work.
-    let tick = |item: &mut StepItem<'_>, partners: Option<Partners<'_>>| {
+    // The layered cloths step in their groups when every one of them is on a rung simulated
+    // this whole tick (each put on its rung's model here); else they tick alone below.
+    let mut layered_tick = false;
+    if let Some(layering) = layering.as_deref_mut()
+        && !grouped.is_empty()
+    {
+        let start = std::time::Instant::now();
+        let mut all_in = true;
+        for (entity, sim, over, groups) in grouped.iter_mut() {
+            let cfg = over.map_or(config, |o| &o.0);
+            let entered = shared.tracked.get(entity).is_some_and(|t| {
+                let rung = shared.scheduler.rung(t.id).unwrap_or(0);
+                configure(&mut sim.cloth, cfg, *groups, false).is_ok()
+                    && shared.models[t.class as usize]
+                        .enter_rung(&mut sim.cloth, rung, t.behind, cfg.timestep)
+                        .unwrap_or(false)
+            });
+            all_in &= entered;
+        }
+        if all_in {
+            step_layered(grouped, config.timestep, set, layering);
+            // The groups' time, shared by node count.
+            let ms = start.elapsed().as_secs_f64() * 1e3;
+            let nodes: usize = grouped.iter().map(|i| i.1.cloth.positions().len()).sum();
+            for item in grouped.iter() {
+                let share = item.1.cloth.positions().len() as f64 / nodes.max(1) as f64;
+                timings.push((item.0, ms * share, true));
+            }
+            layered_tick = true;
+        }
+    }
+    // Layered cloths not stepped in their groups tick alone.
+    let alone: &mut [StepItem<'_>] = if layered_tick { &mut [] } else { grouped };
+    // One cloth's tick at its rung, timed.
+    let tick = |item: &mut StepItem<'_>| {
         let (entity, sim, over, groups) = item;
         let cfg = over.map_or(config, |o| &o.0);
         let sim = &mut **sim;
@@ -940,13 +975,12 @@ pub fn step_cloths(
         let start = std::time::Instant::now();
         let result = configure(&mut sim.cloth, cfg, *groups, false).and_then(|_| {
             let turn = (shared.ticks + u64::from(t.turn.unwrap_or(0))).is_multiple_of(2);
-            shared.models[t.class as usize].tick_among(
+            shared.models[t.class as usize].tick(
                 &mut sim.cloth,
                 rung,
                 (t.behind, turn),
                 cfg.timestep,
                 set,
-                partners,
             )
         });
         let ms = start.elapsed().as_secs_f64() * 1e3;
@@ -954,43 +988,74 @@ pub fn step_cloths(
         finish_step(sim, result.map(|r| r.report));
         (ms, advanced)
     };
-    let layered_tick = match layering.as_deref_mut() {
-        Some(layering) => {
-            order_layers(&all, layering, &layered)
-                && step_rounds(&mut all, config.timestep, layering, &mut timings, tick)
-        }
-        None => false,
+    // The dearest cloths first, each thread taking the next cloth as it comes free (greedy
+    // longest-first). Rayon's halving split of the entity order gave one thread a run of near,
+    // simulated cloths while the other finished its far ones and waited: on `crowd` (two
+    // threads) the slowest tenth of the ticks took 1.8 times the larger of half the summed
+    // time and the dearest cloth; greedy, 1.2 (the sorted cloths dealt in turn to the split's
+    // two halves: 1.35-1.5).
+    let cost = |item: &StepItem<'_>| {
+        shared.tracked.get(&item.0).map_or(0.0, |t| {
+            let rung = shared.scheduler.rung(t.id).unwrap_or(0);
+            shared.scheduler.estimate(t.id, rung).unwrap_or(0.0)
+        })
     };
-    if !layered_tick {
-        // The dearest cloths first, each thread taking the next cloth as it comes free
-        // (greedy longest-first). Rayon's halving split of the entity order gave one thread a
-        // run of near, simulated cloths while the other finished its far ones and waited: on
-        // `crowd` (two threads) the slowest tenth of the ticks took 1.8 times the larger of
-        // half the summed time and the dearest cloth; greedy, 1.2 (the sorted cloths dealt
-        // in turn to the split's two halves: 1.35-1.5).
-        let cost = |item: &StepItem<'_>| {
-            shared.tracked.get(&item.0).map_or(0.0, |t| {
-                let rung = shared.scheduler.rung(t.id).unwrap_or(0);
-                shared.scheduler.estimate(t.id, rung).unwrap_or(0.0)
-            })
-        };
-        all.sort_unstable_by(|a, b| cost(b).total_cmp(&cost(a)).then(a.0.cmp(&b.0)));
-        // The timings go into the kept list under a lock (64 pushes a tick, no contention to
-        // speak of): collecting them from the bridge allocated on the workers every tick, and
-        // memory freed on another thread than it was taken on grows glibc's arenas.
-        timings.clear();
-        timings.reserve(all.len());
-        let out = std::sync::Mutex::new(&mut timings);
-        all.iter_mut().par_bridge().for_each(|item| {
-            let (ms, advanced) = tick(item, None);
+    rest.sort_unstable_by(|a, b| cost(b).total_cmp(&cost(a)).then(a.0.cmp(&b.0)));
+    // The timings go into the kept list under a lock (64 pushes a tick, no contention to
+    // speak of): collecting them from the bridge allocated on the workers every tick, and
+    // memory freed on another thread than it was taken on grows glibc's arenas.
+    let out = std::sync::Mutex::new(&mut timings);
+    alone
+        .iter_mut()
+        .chain(rest.iter_mut())
+        .par_bridge()
+        .for_each(|item| {
+            let (ms, advanced) = tick(item);
             if let Ok(mut out) = out.lock() {
                 out.push((item.0, ms, advanced));
             }
         });
-    }
     let wall_ms = wall.elapsed().as_secs_f64() * 1e3;
     lod.record_tick(&timings, wall_ms);
     lod.timings = timings;
+}
+
+/// Steps the layered cloths (`grouped`, in layer order, after [`order_layers`]) one tick in
+/// their groups ([`ClothLayers::step_groups`]), each cloth's outcome kept on its
+/// [`ClothSim`].
+fn step_layered(
+    grouped: &mut [StepItem<'_>],
+    dt: f64,
+    set: &ColliderSet,
+    layering: &mut ClothLayering,
+) {
+    let Some(layers) = layering.layers.as_mut() else {
+        return;
+    };
+    let mut reports = std::mem::take(&mut layering.reports);
+    reports.clear();
+    reports.resize(grouped.len(), StepReport::default());
+    let result = layers
+        .begin_frame(grouped.iter().map(|i| &i.1.cloth), dt)
+        .map_err(ClothError::from)
+        .and_then(|_| layers.step_groups(grouped, dt, set, &mut reports));
+    for (item, report) in grouped.iter_mut().zip(&reports) {
+        let outcome = match &result {
+            Ok(()) => Ok(Some(*report)),
+            Err(e) => Err(e.clone()),
+        };
+        finish_step(&mut item.1, outcome);
+    }
+    layering.reports = reports;
+}
+
+impl HoldsCloth for StepItem<'_> {
+    fn cloth(&self) -> &Cloth {
+        &self.1.cloth
+    }
+    fn cloth_mut(&mut self) -> &mut Cloth {
+        &mut self.1.cloth
+    }
 }
 
 /// One query item of [`step_cloths`].
@@ -1051,56 +1116,6 @@ fn order_layers(
     }
     layering.entities = entities;
     layering.layers.is_some() && layering.order.len() >= 2
-}
-
-/// Steps every cloth one tick round by round (after [`order_layers`]): the layered cloths in
-/// their rounds among their partners, every other cloth in the first round, each by `step`
-/// (which returns its measured ms and whether its state advanced, written to `out` with the
-/// entity, in `all`'s order). Returns false (nothing stepped) when the frame cannot begin.
-fn step_rounds(
-    all: &mut [StepItem<'_>],
-    dt: f64,
-    layering: &mut ClothLayering,
-    out: &mut Vec<(Entity, f64, bool)>,
-    step: impl Fn(&mut StepItem<'_>, Option<Partners<'_>>) -> (f64, bool) + Sync,
-) -> bool {
-    let ClothLayering {
-        layers,
-        place,
-        order,
-        ..
-    } = layering;
-    let Some(layers) = layers.as_mut() else {
-        return false;
-    };
-    if layers
-        .begin_frame(order.iter().map(|&i| &all[i].1.cloth), dt)
-        .is_err()
-    {
-        return false;
-    }
-    out.clear();
-    out.extend(all.iter().map(|item| (item.0, 0.0, true)));
-    for round in 0..layers.rounds() {
-        let this = &*layers;
-        all.par_iter_mut()
-            .zip(place.par_iter())
-            .zip(out.par_iter_mut())
-            .for_each(|((item, place), slot)| {
-                let at = place.map_or(0, |p| this.round(p));
-                if at != round {
-                    return;
-                }
-                let (ms, advanced) = step(item, place.map(|p| this.partners(p)));
-                (slot.1, slot.2) = (ms, advanced);
-            });
-        for (p, &i) in order.iter().enumerate() {
-            if layers.round(p) == round {
-                layers.end_cloth(p, &all[i].1.cloth);
-            }
-        }
-    }
-    true
 }
 
 /// Keeps a step's outcome on its [`ClothSim`] (a tick that did not simulate keeps the last

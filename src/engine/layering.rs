@@ -11,14 +11,35 @@
 //! # Ok(()) }
 //! ```
 
-use crate::cloth::{Cloth, StepReport};
+use crate::cloth::{Cloth, Frame, StepReport};
 use crate::collision::{ColliderSet, CollisionGroups};
 use crate::error::ClothError;
-use crate::layers::{ClothSurface, LayerError, LayerSettings, Partners};
+use crate::layers::{ClothSurface, LayerContact, LayerError, LayerSettings};
+use crate::solver::{Contact, Iterations, contact_displacement};
+use crate::workspace::Workspace;
+
+/// Something a layer group steps: a [`Cloth`], or an item that holds one (the ECS layer's
+/// query items).
+pub trait HoldsCloth: Send {
+    /// The cloth.
+    fn cloth(&self) -> &Cloth;
+    /// The cloth, to step.
+    fn cloth_mut(&mut self) -> &mut Cloth;
+}
+
+impl HoldsCloth for Cloth {
+    fn cloth(&self) -> &Cloth {
+        self
+    }
+    fn cloth_mut(&mut self) -> &mut Cloth {
+        self
+    }
+}
 
 /// Which cloths meet, and the frame's stages over them (see [`crate::layers`]): the cloths'
-/// surfaces, each cloth's partners, its group's layer order and its round. The layer order is
-/// the cloths' order: list inner layers first. Reuses its memory frame to frame: after the
+/// surfaces, the pairs that may meet this frame, the groups they link, and per group the
+/// contact between its cloths. The layer order is the cloths' order (list inner layers
+/// first): a group's cloths are numbered in it. Reuses its memory frame to frame: after the
 /// first frames, a frame allocates nothing.
 #[derive(Debug, Default)]
 pub struct ClothLayers {
@@ -28,15 +49,23 @@ pub struct ClothLayers {
     pairs: Vec<[usize; 2]>,
     /// This frame's pairs whose cloths may come near each other.
     near: Vec<[usize; 2]>,
-    /// Per cloth, this frame's partners.
-    partners: Vec<Vec<usize>>,
     surfaces: Vec<ClothSurface>,
-    /// Per cloth, the round it steps in this frame (its place in its group's layer order).
-    round: Vec<u32>,
-    /// Rounds this frame.
-    rounds: u32,
-    /// Union-find parents of the groups.
+    /// Union-find parents of the groups; after [`ClothLayers::begin_frame`], each cloth's
+    /// group's first cloth.
     parent: Vec<usize>,
+    /// The cloths in group order (each group's cloths together, in layer order), where each
+    /// cloth is in it, and the groups' spans of it (start, length).
+    order: Vec<usize>,
+    place: Vec<usize>,
+    spans: Vec<(usize, usize)>,
+    /// Per cloth: a workspace, and the contact of the group it leads (kept with the group's
+    /// first cloth: its warm start).
+    workspaces: Vec<Workspace>,
+    contacts: Vec<LayerContact>,
+    /// Per cloth, its frame (group order).
+    frames: Vec<Frame>,
+    /// Whether the cloths are in group order (between the two permutations of a step).
+    permuted: bool,
 }
 
 impl ClothLayers {
@@ -65,10 +94,13 @@ impl ClothLayers {
             settings,
             count,
             pairs: list,
-            partners: vec![Vec::new(); count],
             surfaces: vec![ClothSurface::new(); count],
-            round: vec![0; count],
             parent: (0..count).collect(),
+            order: (0..count).collect(),
+            place: (0..count).collect(),
+            workspaces: (0..count).map(|_| Workspace::new()).collect(),
+            contacts: (0..count).map(|_| LayerContact::default()).collect(),
+            frames: Vec::with_capacity(count),
             ..Default::default()
         })
     }
@@ -101,9 +133,8 @@ impl ClothLayers {
     }
 
     /// Stage 1: copies every cloth's surface, finds which pairs may come near each other in a
-    /// frame of `dt` seconds (partners this frame), groups partners linked together and gives
-    /// each cloth its round (its place in its group, in layer order). `cloths` are the cloths
-    /// the layers were made for, in order.
+    /// frame of `dt` seconds, and links them into groups (each cloth's group: its
+    /// [`ClothLayers::group`]). `cloths` are the cloths the layers were made for, in order.
     pub fn begin_frame<'c>(
         &mut self,
         cloths: impl ExactSizeIterator<Item = &'c Cloth>,
@@ -119,9 +150,6 @@ impl ClothLayers {
             cloth.surface(surface);
         }
         self.near.clear();
-        for p in &mut self.partners {
-            p.clear();
-        }
         for (k, p) in self.parent.iter_mut().enumerate() {
             *p = k;
         }
@@ -129,66 +157,48 @@ impl ClothLayers {
         for &[a, b] in &self.pairs {
             if self.surfaces[a].may_meet(&self.surfaces[b], dt, reach) {
                 self.near.push([a, b]);
-                self.partners[a].push(b);
-                self.partners[b].push(a);
                 let (ra, rb) = (find(&mut self.parent, a), find(&mut self.parent, b));
                 // The group's root is its first cloth in layer order.
                 self.parent[ra.max(rb)] = ra.min(rb);
             }
         }
-        for p in &mut self.partners {
-            p.sort_unstable();
-        }
-        // Rounds: each cloth's place among the cloths of its group before it. The group's
-        // members are counted at their root as they come, in layer order.
-        self.rounds = 0;
-        for r in self.round.iter_mut() {
-            *r = 0;
-        }
         for k in 0..self.count {
             let root = find(&mut self.parent, k);
-            // `round[root]` counts the members seen so far; the root itself is round 0.
-            let place = if root == k { 0 } else { self.round[root] + 1 };
-            if root != k {
-                self.round[root] = place;
-            }
-            self.round[k] = place;
-            self.rounds = self.rounds.max(place + 1);
+            self.parent[k] = root;
         }
-        // The roots' entries were used as counters: put them back to 0.
-        for k in 0..self.count {
-            if find(&mut self.parent, k) == k {
-                self.round[k] = 0;
+        // Group order: by group (its first cloth), then layer order.
+        self.order.clear();
+        self.order.extend(0..self.count);
+        let parent = &self.parent;
+        self.order.sort_unstable_by_key(|&k| (parent[k], k));
+        for (p, &k) in self.order.iter().enumerate() {
+            self.place[k] = p;
+        }
+        self.spans.clear();
+        let mut start = 0;
+        for p in 1..=self.count {
+            if p == self.count || parent[self.order[p]] != parent[self.order[start]] {
+                self.spans.push((start, p - start));
+                start = p;
             }
+        }
+        // Each group's pairs, numbered in the group (its cloths in layer order).
+        for c in &mut self.contacts {
+            c.near.clear();
+        }
+        for &[a, b] in &self.near {
+            let root = self.parent[a];
+            let first = self.place[root];
+            let (la, lb) = (self.place[a] - first, self.place[b] - first);
+            self.contacts[root].near.push([la.min(lb), la.max(lb)]);
         }
         Ok(())
     }
 
-    /// The rounds of this frame (at least 1 with any cloth).
-    pub fn rounds(&self) -> u32 {
-        self.rounds
-    }
-
-    /// The round cloth `index` steps in this frame.
-    pub fn round(&self, index: usize) -> u32 {
-        self.round.get(index).copied().unwrap_or(0)
-    }
-
-    /// Stage 2's input for cloth `index`: its partners this frame.
-    pub fn partners(&self, index: usize) -> Partners<'_> {
-        Partners {
-            surfaces: &self.surfaces,
-            which: self.partners.get(index).map_or(&[][..], |p| &p[..]),
-            settings: &self.settings,
-        }
-    }
-
-    /// Stage 3: cloth `index` has stepped (to `cloth`'s positions); the later cloths of its
-    /// group see its motion.
-    pub fn end_cloth(&mut self, index: usize, cloth: &Cloth) {
-        if let Some(s) = self.surfaces.get_mut(index) {
-            s.set_end(cloth.positions());
-        }
+    /// The group of cloth `index` this frame (its first cloth in layer order), after
+    /// [`ClothLayers::begin_frame`].
+    pub fn group(&self, index: usize) -> usize {
+        self.parent.get(index).copied().unwrap_or(index)
     }
 
     /// This frame's pairs near each other (after [`ClothLayers::begin_frame`]).
@@ -196,9 +206,9 @@ impl ClothLayers {
         &self.near
     }
 
-    /// Steps every cloth one frame of `dt` seconds among the others, against `colliders`: the
-    /// stages in order, round by round, the cloths of a round stepped in parallel (rayon).
-    /// Writes each cloth's report into `reports` (its memory reused).
+    /// Steps every cloth one frame of `dt` seconds against `colliders`, each layer group as one
+    /// system ([`crate::layers`]), the groups in parallel (rayon). Writes each cloth's report
+    /// into `reports` (its memory reused).
     pub fn step(
         &mut self,
         cloths: &mut [Cloth],
@@ -206,31 +216,335 @@ impl ClothLayers {
         colliders: &ColliderSet,
         reports: &mut Vec<StepReport>,
     ) -> Result<(), ClothError> {
-        use rayon::prelude::*;
         self.begin_frame(cloths.iter(), dt)?;
         reports.clear();
         reports.resize(cloths.len(), StepReport::default());
-        for round in 0..self.rounds {
-            let this = &*self;
-            cloths
-                .par_iter_mut()
-                .zip(reports.par_iter_mut())
-                .enumerate()
-                .filter(|(i, _)| this.round(*i) == round)
-                .try_for_each(|(i, (cloth, report))| {
-                    *report = crate::workspace::with_thread_workspace(|ws| {
-                        cloth.step_among(dt, colliders, this.partners(i), ws)
-                    })?;
-                    Ok::<_, ClothError>(())
-                })?;
-            for (i, cloth) in cloths.iter().enumerate() {
-                if self.round[i] == round && !self.partners[i].is_empty() {
-                    self.end_cloth(i, cloth);
+        self.step_groups(cloths, dt, colliders, reports)
+    }
+
+    /// Stages 2 and 3 over items holding the cloths (after [`ClothLayers::begin_frame`] on
+    /// their cloths, in the same order): every group stepped as one system, the groups in
+    /// parallel; `reports` (one per item) take each cloth's report. The items are put in
+    /// group order for the step and back after it.
+    pub fn step_groups<T: HoldsCloth>(
+        &mut self,
+        items: &mut [T],
+        dt: f64,
+        colliders: &ColliderSet,
+        reports: &mut [StepReport],
+    ) -> Result<(), ClothError> {
+        if items.len() != self.count || reports.len() != self.count {
+            return Err(LayerError::CountChanged {
+                expected: self.count,
+                given: items.len(),
+            }
+            .into());
+        }
+        // Group order: items, reports and the groups' contacts (each at its group's first
+        // place) moved there, and back after.
+        self.permute(items, reports, true);
+        self.frames.clear();
+        self.frames.resize(
+            self.count,
+            Frame {
+                report: StepReport::default(),
+                run: 0,
+                asleep: true,
+            },
+        );
+        let result = run_spans(
+            &self.spans,
+            0,
+            Slices {
+                items,
+                reports,
+                workspaces: &mut self.workspaces,
+                contacts: &mut self.contacts,
+                frames: &mut self.frames,
+            },
+            &|slices: Slices<'_, T>| step_group(slices, dt, colliders, &self.settings),
+        );
+        self.permute(items, reports, false);
+        result
+    }
+
+    /// Puts `items`, `reports` and the contacts in group order (`forward`) or back.
+    fn permute<T>(&mut self, items: &mut [T], reports: &mut [StepReport], forward: bool) {
+        if self.permuted == forward {
+            return;
+        }
+        self.permuted = forward;
+        // Cycle by cycle: position p takes the element at order[p] (forward), or gives it back.
+        let n = self.count;
+        let mut done = std::mem::take(&mut self.frames);
+        // `frames` is free between steps: its `asleep` flags mark the places done.
+        done.clear();
+        done.resize(
+            n,
+            Frame {
+                report: StepReport::default(),
+                run: 0,
+                asleep: false,
+            },
+        );
+        for start in 0..n {
+            if done[start].asleep {
+                continue;
+            }
+            let mut p = start;
+            loop {
+                done[p].asleep = true;
+                // Forward, place p takes the element at `order[p]`; back, the inverse
+                // permutation (`place`) does the same.
+                let q = if forward {
+                    self.order[p]
+                } else {
+                    self.place[p]
+                };
+                if q == start {
+                    break;
+                }
+                items.swap(p, q);
+                reports.swap(p, q);
+                self.contacts.swap(p, q);
+                p = q;
+            }
+        }
+        self.frames = done;
+    }
+}
+
+/// A group's (or several groups') share of a step's slices.
+struct Slices<'a, T> {
+    items: &'a mut [T],
+    reports: &'a mut [StepReport],
+    workspaces: &'a mut [Workspace],
+    contacts: &'a mut [LayerContact],
+    frames: &'a mut [Frame],
+}
+
+/// Runs `f` on every group of `spans` (places from `base` on), halving the list with
+/// `rayon::join` (no allocation; each group is one unit of work).
+fn run_spans<T: HoldsCloth>(
+    spans: &[(usize, usize)],
+    base: usize,
+    s: Slices<'_, T>,
+    f: &(impl Fn(Slices<'_, T>) -> Result<(), ClothError> + Sync),
+) -> Result<(), ClothError> {
+    match spans.len() {
+        0 => Ok(()),
+        1 => f(s),
+        n => {
+            let mid = spans[n / 2].0 - base;
+            let (ia, ib) = s.items.split_at_mut(mid);
+            let (ra, rb) = s.reports.split_at_mut(mid);
+            let (wa, wb) = s.workspaces.split_at_mut(mid);
+            let (ca, cb) = s.contacts.split_at_mut(mid);
+            let (fa, fb) = s.frames.split_at_mut(mid);
+            let (a, b) = rayon::join(
+                || {
+                    run_spans(
+                        &spans[..n / 2],
+                        base,
+                        Slices {
+                            items: ia,
+                            reports: ra,
+                            workspaces: wa,
+                            contacts: ca,
+                            frames: fa,
+                        },
+                        f,
+                    )
+                },
+                || {
+                    run_spans(
+                        &spans[n / 2..],
+                        spans[n / 2].0,
+                        Slices {
+                            items: ib,
+                            reports: rb,
+                            workspaces: wb,
+                            contacts: cb,
+                            frames: fb,
+                        },
+                        f,
+                    )
+                },
+            );
+            a.and(b)
+        }
+    }
+}
+
+/// Steps one layer group (its cloths in layer order) one frame as one system (see
+/// [`crate::layers`]): one substep loop on the first cloth's clock; per substep every cloth's
+/// prediction, the group's pairs and their impulse, then the iterations (every cloth's map,
+/// then the pairs' forces from both sides' iterates), every cloth's last pass against the
+/// bodies, the group's last pass, and every cloth's velocities. A group iterates as many
+/// times as its most-iterated cloth (a cloth whose budget is spent waits). A cloth alone
+/// steps as [`Cloth::step_in`].
+fn step_group<T: HoldsCloth>(
+    s: Slices<'_, T>,
+    dt: f64,
+    colliders: &ColliderSet,
+    settings: &LayerSettings,
+) -> Result<(), ClothError> {
+    let Slices {
+        items,
+        reports,
+        workspaces: wss,
+        contacts,
+        frames,
+    } = s;
+    let n = items.len();
+    if n == 1 {
+        reports[0] = items[0].cloth_mut().step_in(dt, colliders, &mut wss[0])?;
+        return Ok(());
+    }
+    let lc = &mut contacts[0];
+    let h0 = items[0].cloth().model().settings().substep();
+    for (k, item) in items.iter().enumerate().skip(1) {
+        let h = item.cloth().model().settings().substep();
+        if (h - h0).abs() > 1e-12 * h0 {
+            return Err(LayerError::SubstepsDiffer {
+                a: 0,
+                b: k,
+                h_a: h0,
+                h_b: h,
+            }
+            .into());
+        }
+    }
+    // Asleep together, or awake together.
+    if items.iter().all(|i| i.cloth().stays_asleep(colliders)) {
+        for ((item, report), ws) in items.iter_mut().zip(reports.iter_mut()).zip(wss.iter_mut()) {
+            *report = item.cloth_mut().step_in(dt, colliders, ws)?;
+        }
+        return Ok(());
+    }
+    let clock = items[0].cloth().accumulator();
+    for item in items.iter_mut() {
+        let cloth = item.cloth_mut();
+        if cloth.is_sleeping() {
+            cloth.wake();
+        }
+        cloth.set_accumulator(clock);
+    }
+    for ((item, frame), ws) in items.iter_mut().zip(frames.iter_mut()).zip(wss.iter_mut()) {
+        *frame = item.cloth_mut().begin_frame(dt, colliders, true, ws)?;
+    }
+    let run = frames[0].run;
+    lc.begin(items.iter().map(|i| &**i.cloth().model()));
+    let most = items
+        .iter()
+        .map(|i| i.cloth().settings().iterations)
+        .max()
+        .unwrap_or(0);
+    for k in 1..=run {
+        let mut span = (0.0, 1.0);
+        for (i, (item, ws)) in items.iter_mut().zip(wss.iter_mut()).enumerate() {
+            let cloth = item.cloth_mut();
+            span = cloth.substep_pins(k, run, ws);
+            cloth.group_substep_begin(ws, colliders, span);
+            lc.set_substep(i, cloth.positions(), &ws.x_new);
+        }
+        lc.prepare(|i| &**items[i].cloth().model(), settings);
+        let active = lc.active();
+        // No impulse on the predictions here (self-contact's stage 2): pushing both cloths'
+        // predictions apart threw a cape dropped on a draped sheet 12 m up at its first touch
+        // (docs/lab/2026-11-28-layers-one-solve.md); the forces inside the iterations and the
+        // last pass keep the thickness.
+        lc.iterations.clear();
+        for (item, ws) in items.iter().zip(wss.iter_mut()) {
+            let (model, _, iterations) = item.cloth().solve_parts();
+            lc.iterations.push(Iterations::begin(
+                model,
+                iterations,
+                &mut ws.x_new,
+                &mut ws.scratch,
+            ));
+        }
+        for _ in 0..most {
+            for (i, (item, ws)) in items.iter().zip(wss.iter_mut()).enumerate() {
+                let (model, x_start, _) = item.cloth().solve_parts();
+                let mut it = lc.iterations[i];
+                let ws = &mut *ws;
+                it.step(
+                    model,
+                    &mut ws.x_new,
+                    &mut ws.scratch,
+                    &mut Contact {
+                        pass: &mut ws.contact_pass,
+                        x_start,
+                        external: active.then(|| lc.force_of(i)),
+                    },
+                );
+                lc.iterations[i] = it;
+            }
+            if active {
+                for (i, ws) in wss.iter().enumerate() {
+                    lc.set_positions(i, &ws.x_new);
+                }
+                if lc.measure() {
+                    // The collective compliance: each cloth answers the engaged nodes'
+                    // unit push with its own factor.
+                    for (i, (item, ws)) in items.iter().zip(wss.iter_mut()).enumerate() {
+                        let range = lc.range(i);
+                        let model = item.cloth().model();
+                        if contact_displacement(model, &lc.response[range.clone()], &mut ws.scratch)
+                        {
+                            lc.response[range].copy_from_slice(&ws.scratch.response);
+                        }
+                    }
+                    lc.take_response();
+                }
+                lc.update();
+            }
+        }
+        for (i, (item, ws)) in items.iter().zip(wss.iter_mut()).enumerate() {
+            let (model, x_start, _) = item.cloth().solve_parts();
+            let ws = &mut *ws;
+            lc.iterations[i].finish(
+                model,
+                &mut ws.x_new,
+                &mut ws.scratch,
+                &mut Contact {
+                    pass: &mut ws.contact_pass,
+                    x_start,
+                    external: None,
+                },
+            );
+        }
+        if active {
+            for (i, ws) in wss.iter().enumerate() {
+                lc.set_positions(i, &ws.x_new);
+            }
+            lc.finish(|i| &**items[i].cloth().model());
+            for (i, ws) in wss.iter_mut().enumerate() {
+                let x = lc.positions(i);
+                if x != &ws.x_new[..] {
+                    ws.x_new.copy_from_slice(x);
+                    lc.impact[i] = true;
                 }
             }
         }
-        Ok(())
+        for (i, (item, ws)) in items.iter_mut().zip(wss.iter_mut()).enumerate() {
+            let external = (lc.force_of(i), lc.impact[i]);
+            item.cloth_mut()
+                .group_substep_end(ws, colliders, span, external);
+        }
     }
+    for (((item, frame), ws), report) in items
+        .iter_mut()
+        .zip(frames.iter_mut())
+        .zip(wss.iter_mut())
+        .zip(reports.iter_mut())
+    {
+        frame.run = run;
+        item.cloth_mut().end_frame(frame, colliders, ws);
+        *report = frame.report;
+    }
+    Ok(())
 }
 
 /// The root of `k`'s group (halving the path).

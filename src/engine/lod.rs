@@ -63,7 +63,6 @@ use serde::{Deserialize, Serialize};
 use crate::cloth::{Cloth, StepReport};
 use crate::collision::ColliderSet;
 use crate::error::{ClothError, non_negative, positive};
-use crate::layers::Partners;
 use crate::model::{ClothModel, SolverMethod, SolverSettings};
 
 /// Plans in a row whose estimate must overrun the budget before kept cloths step down within
@@ -886,28 +885,7 @@ impl LodModels {
         dt: f64,
         colliders: &ColliderSet,
     ) -> Result<LodTick, ClothError> {
-        self.tick_among(cloth, rung, (behind, turn), dt, colliders, None)
-    }
-
-    /// [`LodModels::tick`] among a layered cloth's `partners` ([`crate::layers`]): a rung
-    /// simulated every tick, stepping one tick, steps with [`Cloth::step_among`]; any other
-    /// tick (half rate, catching up, following the skin, asleep) as [`LodModels::tick`] does,
-    /// without the partners.
-    pub fn tick_among(
-        &self,
-        cloth: &mut Cloth,
-        rung: usize,
-        (behind, turn): (u32, bool),
-        dt: f64,
-        colliders: &ColliderSet,
-        partners: Option<Partners<'_>>,
-    ) -> Result<LodTick, ClothError> {
-        let Some(entry) = self.rungs.get(rung) else {
-            return Err(ClothError::InvalidSetting {
-                name: "rung",
-                reason: format!("{rung} is past the ladder's {} rungs", self.rungs.len()),
-            });
-        };
+        let entry = self.entry(rung)?;
         let behind = behind.max(1);
         let elapsed = f64::from(behind) * dt;
         let advanced = |report| LodTick {
@@ -925,15 +903,9 @@ impl LodModels {
                     ..*settings
                 };
                 cloth.set_model(model.clone(), s)?;
-                match partners {
-                    Some(p) if !half && behind == 1 => {
-                        crate::workspace::with_thread_workspace(|ws| {
-                            cloth.step_among(elapsed, colliders, p, ws)
-                        })
-                    }
-                    _ => cloth.step_with(elapsed, colliders),
-                }
-                .map(|r| advanced(Some(r)))
+                cloth
+                    .step_with(elapsed, colliders)
+                    .map(|r| advanced(Some(r)))
             }
             None if self.ladder[rung] == Rung::FollowSkin => cloth
                 .follow_skin(elapsed, FOLLOW_BLEND, FOLLOW_SPEED)
@@ -943,6 +915,41 @@ impl LodModels {
                 Ok(advanced(None))
             }
         }
+    }
+
+    /// For a layered cloth ([`crate::layering`]): when `rung` simulates this whole tick of
+    /// `dt` seconds in one step (a rung simulated every tick, the cloth not behind), puts the
+    /// cloth on the rung's model and returns true: its layer group then steps it. Otherwise
+    /// false, changing nothing: the cloth ticks alone ([`LodModels::tick`]).
+    pub fn enter_rung(
+        &self,
+        cloth: &mut Cloth,
+        rung: usize,
+        behind: u32,
+        dt: f64,
+    ) -> Result<bool, ClothError> {
+        match self.entry(rung)? {
+            Some((model, settings)) if settings.frame_time <= dt * 1.5 && behind <= 1 => {
+                let s = SolverSettings {
+                    gravity: cloth.settings().gravity,
+                    ..*settings
+                };
+                cloth.set_model(model.clone(), s)?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// The model and settings of `rung` (`None`: a rung that does not simulate).
+    #[allow(clippy::type_complexity)]
+    fn entry(&self, rung: usize) -> Result<&Option<(Arc<ClothModel>, SolverSettings)>, ClothError> {
+        self.rungs
+            .get(rung)
+            .ok_or_else(|| ClothError::InvalidSetting {
+                name: "rung",
+                reason: format!("{rung} is past the ladder's {} rungs", self.rungs.len()),
+            })
     }
 }
 
