@@ -1,14 +1,23 @@
 //! Layers: a character with a skirt and a cape over it walks, runs, stops and sits down (10 s), with cloth-against-cloth contact on and off (about 20 s).
 //!
-//! Layers (`isocloth::layers`, `isocloth::layering`): the procedural character of
-//! `isocloth::rig` plays `Animation::Sit` (walk 2 s, run 2 s, stop, sit down on a seat from
-//! 5 s, seated to 10 s) wearing a flared skirt pinned at the waist (rigid pins on the pelvis)
-//! and a cape pinned at the shoulders that hangs over the skirt's back. The skirt is the inner
-//! layer (stepped first), the cape the outer. Four runs of the same clip at 60 Hz:
+//! Layers (`isocloth::layers`, `isocloth::layering`): two cloths on the procedural character
+//! of `isocloth::rig`, stepped as one layer group. Two scenes (`--scene`):
 //!
-//! - **layers**: skirt and cape meet (`ClothLayers`, thickness 5 mm);
+//! - **skirt** (the default): `Animation::Sit` (walk 2 s, run 2 s, stop, sit down on a seat
+//!   from 5 s, seated to 10 s) wearing a flared skirt pinned at the waist (rigid pins on the
+//!   pelvis) and a cape pinned at the shoulders that hangs over the skirt's back. The skirt is
+//!   the inner layer, the cape the outer.
+//! - **mantle**: `Animation::Demo` (walk, run, turn, stop; 10 s) wearing the demo's cape
+//!   (0.5 x 0.9 m) and a 0.56 x 0.45 m mantle over it, 1 cm farther out, both skinned to the
+//!   shoulders with the demo's inertia scales. The cape is the inner layer, the mantle the
+//!   outer.
+//!
+//! Four runs of the same clip at 60 Hz:
+//!
+//! - **layers**: the two cloths meet (`ClothLayers`, thickness 5 mm);
 //! - **off**: both cloths, layers off (they pass through each other);
-//! - **skirt alone** and **cape alone**: each cloth without the other.
+//! - **inner alone** and **outer alone** (`skirt_alone`, `cape_alone`; `cape_alone`,
+//!   `mantle_alone`): each cloth without the other.
 //!
 //! Crossings are counted after every frame, the same way in every run, by an exact
 //! triangle-triangle test between the two cloths' render meshes (`layers::layer_crossings`):
@@ -16,14 +25,15 @@
 //! `min_separation_m` is the least distance between the cloths' features within 5 cm, over the
 //! clip. Strain: render-mesh strain without edges pinned at both ends (docs/design.md section 6).
 //!
-//! Writes a contact sheet `target/isocloth/layers_contact_sheet.png` (top row layers on,
-//! bottom row off), prints a table, then one JSON line: per run `crossings`,
-//! `crossing_frames`, `min_separation_m`, `skirt_max_strain`, `cape_max_strain`,
-//! `max_strain`, `step_ms_median` (the two cloths' frame), and `strain_ratio` (each cloth's
-//! max strain with layers over its value alone; the larger of the two).
+//! Writes a contact sheet `target/isocloth/layers_contact_sheet.png` (`layers_mantle_...` for
+//! the mantle; top row layers on, bottom row off), prints a table, then one JSON line: the
+//! scene, per run `crossings`, `crossing_frames`, `min_separation_m`, each cloth's
+//! `<name>_max_strain`, `max_strain`, `step_ms_median` (the two cloths' frame), and
+//! `strain_ratio` (each cloth's max strain with layers over its value alone; the larger of
+//! the two).
 //!
-//! Run: `cargo run --release --example layers [-- --preset mobile|console|desktop]`
-//! (default console).
+//! Run: `cargo run --release --example layers [-- --scene skirt|mantle] [--preset
+//! mobile|console|desktop]` (default skirt, console).
 
 #[path = "common/preset_arg.rs"]
 mod preset_arg;
@@ -94,22 +104,66 @@ const SKIRT_LENGTH: f32 = 0.4;
 const SKIRT_TOP: f32 = 1.05;
 
 /// The cape: the demo cape's size (0.5 x 0.9 m, 10 x 18 cells) hanging from the shoulders at
-/// z = -0.19 m, its lower part wrapped 3 cm outside the skirt's back.
-fn cape(settings: SolverSettings) -> Result<Cloth, Box<dyn std::error::Error>> {
+/// z = -0.19 m; with `wrap`, its lower part wrapped 3 cm outside the skirt's back.
+fn cape(settings: SolverSettings, wrap: bool) -> Result<Cloth, Box<dyn std::error::Error>> {
     let (cx, cy) = (10, 18);
     let (width, length) = (0.5f32, 0.9f32);
     let base = BaseMesh::rectangle(width, length, cx, cy)?.map_positions(|p| {
         let (x, y) = (p.x - 0.5 * width, 1.46 - length + p.y);
         let r = skirt_radius(y, 0.03);
-        let wrap = if y < 1.06 {
+        let around = if wrap && y < 1.06 {
             (r * r - x * x).max(0.0).sqrt()
         } else {
             0.0
         };
-        Vec3::new(x, y, -(0.19f32.max(wrap)))
+        Vec3::new(x, y, -(0.19f32.max(around)))
     });
     let top: Vec<u32> = (0..=cx).map(|i| BaseMesh::grid_index(cx, i, cy)).collect();
     pinned_cloth(&base, &top, settings)
+}
+
+/// The mantle: 0.56 x 0.45 m (12 x 9 cells) from the shoulders at z = -0.20 m, 1 cm outside
+/// the cape, its top row pinned.
+fn mantle(settings: SolverSettings) -> Result<Cloth, Box<dyn std::error::Error>> {
+    let (cx, cy) = (12, 9);
+    let (width, length) = (0.56f32, 0.45f32);
+    let base = BaseMesh::rectangle(width, length, cx, cy)?
+        .map_positions(|p| Vec3::new(p.x - 0.5 * width, 1.46 - length + p.y, -0.20));
+    let top: Vec<u32> = (0..=cx).map(|i| BaseMesh::grid_index(cx, i, cy)).collect();
+    pinned_cloth(&base, &top, settings)
+}
+
+/// The two cloths a scene puts on the character.
+#[derive(Clone, Copy, PartialEq)]
+enum Scene {
+    /// A skirt, a cape over it, sitting down.
+    Skirt,
+    /// The demo's cape, a mantle over it, running.
+    Mantle,
+}
+
+impl Scene {
+    fn name(self) -> &'static str {
+        match self {
+            Scene::Skirt => "skirt",
+            Scene::Mantle => "mantle",
+        }
+    }
+
+    /// The inner and the outer cloth's names.
+    fn cloths(self) -> [&'static str; 2] {
+        match self {
+            Scene::Skirt => ["skirt", "cape"],
+            Scene::Mantle => ["cape", "mantle"],
+        }
+    }
+
+    fn animation(self) -> Animation {
+        match self {
+            Scene::Skirt => Animation::Sit,
+            Scene::Mantle => Animation::Demo,
+        }
+    }
 }
 
 /// Which cloths a run steps.
@@ -117,17 +171,17 @@ fn cape(settings: SolverSettings) -> Result<Cloth, Box<dyn std::error::Error>> {
 enum Run {
     Layers,
     Off,
-    SkirtAlone,
-    CapeAlone,
+    InnerAlone,
+    OuterAlone,
 }
 
 impl Run {
-    fn name(self) -> &'static str {
+    fn name(self, scene: Scene) -> String {
         match self {
-            Run::Layers => "layers",
-            Run::Off => "off",
-            Run::SkirtAlone => "skirt_alone",
-            Run::CapeAlone => "cape_alone",
+            Run::Layers => "layers".into(),
+            Run::Off => "off".into(),
+            Run::InnerAlone => format!("{}_alone", scene.cloths()[0]),
+            Run::OuterAlone => format!("{}_alone", scene.cloths()[1]),
         }
     }
 }
@@ -138,8 +192,8 @@ struct Figures {
     crossings: usize,
     crossing_frames: usize,
     min_separation_m: f64,
-    skirt_max_strain: f64,
-    cape_max_strain: f64,
+    /// The inner and the outer cloth's max strain.
+    max_strain: [f64; 2],
     times_ms: Vec<f64>,
 }
 
@@ -166,11 +220,12 @@ fn render_triangles(cloth: &Cloth) -> &[[u32; 3]] {
 }
 
 fn run(
+    scene: Scene,
     which: Run,
     settings: SolverSettings,
     shots: &mut Vec<Shot>,
 ) -> Result<Figures, Box<dyn std::error::Error>> {
-    let mut rig = CharacterRig::new(Animation::Sit, DVec3::ZERO, 0.0);
+    let mut rig = CharacterRig::new(scene.animation(), DVec3::ZERO, 0.0);
     let mut poses = Vec::new();
     rig.poses(&mut poses);
     let mut colliders = ColliderSet::new();
@@ -187,42 +242,54 @@ fn run(
     let seat = colliders.add(seat_shape.clone(), hidden)?;
     let mut seated = false;
 
-    let skirt = skirt(settings)?;
-    let pelvis = bone("pelvis").ok_or("no pelvis")? as u32;
-    let ring: Vec<(u32, Vec<Influence>)> = skirt
-        .pins()
-        .iter()
-        .map(|&n| {
-            (
-                n,
-                vec![Influence {
-                    bone: pelvis,
-                    weight: 1.0,
-                }],
-            )
-        })
-        .collect();
-    // The cape's inertia scales (`demo_cape_attachments`: linear 0.8, angular 0.6), so that
-    // the part of the pelvis's motion both cloths are carried by rigidly before each step is
-    // the same: a carry that differed would move one layer through the other outside the
-    // step, where no contact sees it.
-    let rigid = AttachmentSettings {
-        rigid_pins: true,
-        linear_inertia: 0.8,
-        angular_inertia: 0.6,
-        ..Default::default()
+    let (inner, mut inner_att, outer, mut outer_att) = match scene {
+        Scene::Skirt => {
+            let skirt = skirt(settings)?;
+            let pelvis = bone("pelvis").ok_or("no pelvis")? as u32;
+            let ring: Vec<(u32, Vec<Influence>)> = skirt
+                .pins()
+                .iter()
+                .map(|&n| {
+                    (
+                        n,
+                        vec![Influence {
+                            bone: pelvis,
+                            weight: 1.0,
+                        }],
+                    )
+                })
+                .collect();
+            // The cape's inertia scales (`demo_cape_attachments`: linear 0.8, angular 0.6),
+            // so that the part of the pelvis's motion both cloths are carried by rigidly
+            // before each step is the same: a carry that differed would move one layer
+            // through the other outside the step, where no contact sees it.
+            let rigid = AttachmentSettings {
+                rigid_pins: true,
+                linear_inertia: 0.8,
+                angular_inertia: 0.6,
+                ..Default::default()
+            };
+            let skirt_att = Attachments::bind(&skirt, &ring, &poses, 0, rigid)?;
+            let cape = cape(settings, true)?;
+            let cape_att = demo_cape_attachments(&cape, &poses)?;
+            (skirt, skirt_att, cape, cape_att)
+        }
+        Scene::Mantle => {
+            let cape = cape(settings, false)?;
+            let cape_att = demo_cape_attachments(&cape, &poses)?;
+            let mantle = mantle(settings)?;
+            let mantle_att = demo_cape_attachments(&mantle, &poses)?;
+            (cape, cape_att, mantle, mantle_att)
+        }
     };
-    let mut skirt_att = Attachments::bind(&skirt, &ring, &poses, 0, rigid)?;
-    let cape = cape(settings)?;
-    let mut cape_att = demo_cape_attachments(&cape, &poses)?;
     let layers_on = which == Run::Layers;
     let mut cloths: Vec<Cloth> = match which {
-        Run::Layers | Run::Off => vec![skirt, cape],
-        Run::SkirtAlone => vec![skirt],
-        Run::CapeAlone => vec![cape],
+        Run::Layers | Run::Off => vec![inner, outer],
+        Run::InnerAlone => vec![inner],
+        Run::OuterAlone => vec![outer],
     };
-    let has_skirt = which != Run::CapeAlone;
-    let has_cape = which != Run::SkirtAlone;
+    let has_inner = which != Run::OuterAlone;
+    let has_outer = which != Run::InnerAlone;
     let mut layers = ClothLayers::new(LayerSettings::default(), cloths.len(), &[])?;
     if layers_on {
         layers = ClothLayers::new(LayerSettings::default(), 2, &[[0, 1]])?;
@@ -238,17 +305,17 @@ fn run(
         for &(b, id, offset) in &bone_ids {
             colliders.set_pose(id, poses[b].mul(&offset))?;
         }
-        if !seated && rig.time() >= SEAT_AT {
+        if scene == Scene::Skirt && !seated && rig.time() >= SEAT_AT {
             colliders.teleport(seat, rig.seat().1)?;
             seated = true;
         }
         let mut k = 0;
-        if has_skirt {
-            skirt_att.apply(&mut cloths[k], &poses)?;
+        if has_inner {
+            inner_att.apply(&mut cloths[k], &poses)?;
             k += 1;
         }
-        if has_cape {
-            cape_att.apply(&mut cloths[k], &poses)?;
+        if has_outer {
+            outer_att.apply(&mut cloths[k], &poses)?;
         }
         let start = Instant::now();
         if layers_on {
@@ -274,11 +341,11 @@ fn run(
                 fig.min_separation_m = fig
                     .min_separation_m
                     .min(layer_separation(pair.0, pair.1, 0.05));
-                fig.skirt_max_strain = fig.skirt_max_strain.max(strain(a));
-                fig.cape_max_strain = fig.cape_max_strain.max(strain(b));
+                fig.max_strain[0] = fig.max_strain[0].max(strain(a));
+                fig.max_strain[1] = fig.max_strain[1].max(strain(b));
             }
-            Run::SkirtAlone => fig.skirt_max_strain = fig.skirt_max_strain.max(strain(&cloths[0])),
-            Run::CapeAlone => fig.cape_max_strain = fig.cape_max_strain.max(strain(&cloths[0])),
+            Run::InnerAlone => fig.max_strain[0] = fig.max_strain[0].max(strain(&cloths[0])),
+            Run::OuterAlone => fig.max_strain[1] = fig.max_strain[1].max(strain(&cloths[0])),
         }
         if matches!(which, Run::Layers | Run::Off) && SHOTS.contains(&frame) {
             let target = rig.position + DVec3::new(0.0, 0.75, 0.0);
@@ -354,9 +421,17 @@ fn main() {
 
 fn main_inner() -> Result<(), Box<dyn std::error::Error>> {
     let mut preset = BudgetPreset::console();
+    let mut scene = Scene::Skirt;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
+            "--scene" => {
+                scene = match args.next().as_deref() {
+                    Some("skirt") => Scene::Skirt,
+                    Some("mantle") => Scene::Mantle,
+                    _ => return Err("--scene takes skirt or mantle".into()),
+                };
+            }
             "--preset" => {
                 let name = args
                     .next()
@@ -364,7 +439,10 @@ fn main_inner() -> Result<(), Box<dyn std::error::Error>> {
                 preset = preset_arg::preset_named(&name)?;
             }
             other => {
-                return Err(format!("unknown argument {other:?} (option: --preset NAME)").into());
+                return Err(format!(
+                    "unknown argument {other:?} (options: --scene NAME, --preset NAME)"
+                )
+                .into());
             }
         }
     }
@@ -372,26 +450,38 @@ fn main_inner() -> Result<(), Box<dyn std::error::Error>> {
     let out_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/isocloth");
     std::fs::create_dir_all(&out_dir)?;
     let mut shots = Vec::new();
-    let runs = [Run::Layers, Run::Off, Run::SkirtAlone, Run::CapeAlone];
+    let runs = [Run::Layers, Run::Off, Run::InnerAlone, Run::OuterAlone];
     let mut figures = Vec::new();
     for which in runs {
-        figures.push(run(which, settings, &mut shots)?);
+        figures.push(run(scene, which, settings, &mut shots)?);
     }
-    let sheet = out_dir.join("layers_contact_sheet.png");
+    let sheet = out_dir.join(match scene {
+        Scene::Skirt => "layers_contact_sheet.png".to_string(),
+        Scene::Mantle => "layers_mantle_contact_sheet.png".to_string(),
+    });
+    let [inner, outer] = scene.cloths();
     contact_sheet(&shots, &sheet)?;
     let thickness = LayerSettings::default().thickness;
     let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::INFINITY };
-    let strain_ratio = ratio(figures[0].skirt_max_strain, figures[2].skirt_max_strain).max(ratio(
-        figures[0].cape_max_strain,
-        figures[3].cape_max_strain,
-    ));
+    let strain_ratio = ratio(figures[0].max_strain[0], figures[2].max_strain[0])
+        .max(ratio(figures[0].max_strain[1], figures[3].max_strain[1]));
     println!(
-        "skirt under a cape, Animation::Sit 10 s, preset {} ({} x {}), layer thickness {} m",
-        preset.name, preset.substeps, preset.iterations, thickness
+        "{inner} under a {outer}, Animation::{:?} 10 s, preset {} ({} x {}), layer thickness {} m",
+        scene.animation(),
+        preset.name,
+        preset.substeps,
+        preset.iterations,
+        thickness
     );
     println!(
-        "{:<12} {:>9} {:>9} {:>14} {:>12} {:>11} {:>9}",
-        "run", "crossings", "frames", "min sep (mm)", "skirt strain", "cape strain", "step ms"
+        "{:<12} {:>9} {:>9} {:>14} {:>13} {:>13} {:>9}",
+        "run",
+        "crossings",
+        "frames",
+        "min sep (mm)",
+        format!("{inner} strain"),
+        format!("{outer} strain"),
+        "step ms"
     );
     for (which, f) in runs.iter().zip(&figures) {
         let two = matches!(which, Run::Layers | Run::Off);
@@ -401,8 +491,8 @@ fn main_inner() -> Result<(), Box<dyn std::error::Error>> {
             "-".into()
         };
         println!(
-            "{:<12} {:>9} {:>9} {:>14} {:>11.2}% {:>10.2}% {:>9.3}",
-            which.name(),
+            "{:<12} {:>9} {:>9} {:>14} {:>12.2}% {:>12.2}% {:>9.3}",
+            which.name(scene),
             if two {
                 f.crossings.to_string()
             } else {
@@ -414,8 +504,8 @@ fn main_inner() -> Result<(), Box<dyn std::error::Error>> {
                 "-".into()
             },
             sep,
-            f.skirt_max_strain * 100.0,
-            f.cape_max_strain * 100.0,
+            f.max_strain[0] * 100.0,
+            f.max_strain[1] * 100.0,
             f.median_ms()
         );
     }
@@ -436,26 +526,27 @@ fn main_inner() -> Result<(), Box<dyn std::error::Error>> {
         .zip(&figures)
         .map(|(which, f)| {
             format!(
-                "\"{}\":{{\"crossings\":{},\"crossing_frames\":{},\"min_separation_m\":{},\"skirt_max_strain\":{:.6},\"cape_max_strain\":{:.6},\"max_strain\":{:.6},\"step_ms_median\":{:.4}}}",
-                which.name(),
+                "\"{}\":{{\"crossings\":{},\"crossing_frames\":{},\"min_separation_m\":{},\"{inner}_max_strain\":{:.6},\"{outer}_max_strain\":{:.6},\"max_strain\":{:.6},\"step_ms_median\":{:.4}}}",
+                which.name(scene),
                 f.crossings,
                 f.crossing_frames,
                 json_num(f.min_separation_m),
-                f.skirt_max_strain,
-                f.cape_max_strain,
-                f.skirt_max_strain.max(f.cape_max_strain),
+                f.max_strain[0],
+                f.max_strain[1],
+                f.max_strain[0].max(f.max_strain[1]),
                 f.median_ms()
             )
         })
         .collect();
     println!(
-        "{{\"preset\":\"{}\",\"thickness_m\":{},\"frames\":{},\"crossings\":{},\"min_separation_m\":{},\"max_strain\":{:.6},\"step_ms_median\":{:.4},\"strain_ratio\":{:.4},\"runs\":{{{}}},\"contact_sheet\":\"{}\"}}",
+        "{{\"scene\":\"{}\",\"preset\":\"{}\",\"thickness_m\":{},\"frames\":{},\"crossings\":{},\"min_separation_m\":{},\"max_strain\":{:.6},\"step_ms_median\":{:.4},\"strain_ratio\":{:.4},\"runs\":{{{}}},\"contact_sheet\":\"{}\"}}",
+        scene.name(),
         preset.name,
         thickness,
         FRAMES,
         figures[0].crossings,
         json_num(figures[0].min_separation_m),
-        figures[0].skirt_max_strain.max(figures[0].cape_max_strain),
+        figures[0].max_strain[0].max(figures[0].max_strain[1]),
         figures[0].median_ms(),
         strain_ratio,
         per_run.join(","),

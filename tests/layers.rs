@@ -75,7 +75,7 @@ fn run(
         max_strain: 0.0,
         end_strain: 0.0,
     };
-    for _ in 0..frames {
+    for _f in 0..frames {
         if layered {
             layers
                 .step(&mut cloths, DT, colliders, &mut reports)
@@ -89,6 +89,35 @@ fn run(
         r.least_separation = r.least_separation.min(separation(&cloths[0], &cloths[1]));
         for c in &cloths {
             r.max_strain = r.max_strain.max(c.measures().max_strain);
+        }
+        if std::env::var("TRACE_LAYERS").is_ok() && _f % 10 == 0 {
+            let ms = |c: &Cloth| {
+                c.velocities().iter().map(|v| v.length()).sum::<f64>() / c.velocities().len() as f64
+            };
+            let mx = |c: &Cloth| {
+                c.velocities()
+                    .iter()
+                    .map(|v| v.length())
+                    .fold(0.0, f64::max)
+            };
+            let ylo = |c: &Cloth| {
+                c.positions()
+                    .iter()
+                    .map(|p| p.y)
+                    .fold(f64::INFINITY, f64::min)
+            };
+            println!(
+                "frame {} speed {:.4} {:.4} max {:.3} {:.3} ylo {:.4} {:.4} sep {:.4} contacts {:?}",
+                _f,
+                ms(&cloths[0]),
+                ms(&cloths[1]),
+                mx(&cloths[0]),
+                mx(&cloths[1]),
+                ylo(&cloths[0]),
+                ylo(&cloths[1]),
+                separation(&cloths[0], &cloths[1]),
+                reports.iter().map(|r| r.contacts).collect::<Vec<_>>()
+            );
         }
     }
     let speeds: Vec<f64> = cloths

@@ -201,6 +201,18 @@ impl Iterations {
         it
     }
 
+    /// The same solve without Anderson mixing (plain local-global). A layer group's cloths
+    /// iterate so while the group has pairs: their forces are updated between the cloths'
+    /// evaluations of `G`, outside it, and mixing outputs computed under different forces
+    /// extrapolated the pushes (a cape dropped on a draped sheet was thrown 2 m up after 3 s
+    /// at rest on it; plain, it rests: docs/lab/2026-11-28-layers-one-solve.md).
+    pub(crate) fn without_mixing(mut self) -> Self {
+        if let Mode::Anderson(_) = self.mode {
+            self.mode = Mode::LocalGlobal;
+        }
+        self
+    }
+
     /// Runs the next iteration (one evaluation of the map `G`, [`local_global_map`], at the
     /// current input). Returns false, doing nothing, once the budget is spent.
     ///

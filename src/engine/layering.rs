@@ -457,12 +457,10 @@ fn step_group<T: HoldsCloth>(
         lc.iterations.clear();
         for (item, ws) in items.iter().zip(wss.iter_mut()) {
             let (model, _, iterations) = item.cloth().solve_parts();
-            lc.iterations.push(Iterations::begin(
-                model,
-                iterations,
-                &mut ws.x_new,
-                &mut ws.scratch,
-            ));
+            let it = Iterations::begin(model, iterations, &mut ws.x_new, &mut ws.scratch);
+            // Plain local-global while the group has pairs (see `Iterations::without_mixing`).
+            lc.iterations
+                .push(if active { it.without_mixing() } else { it });
         }
         for _ in 0..most {
             for (i, (item, ws)) in items.iter().zip(wss.iter_mut()).enumerate() {
