@@ -43,9 +43,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bevy_app::prelude::*;
-use bevy_asset::prelude::*;
 use bevy_ecs::prelude::*;
-use bevy_mesh::{Mesh, Mesh3d};
 use bevy_time::TimeUpdateStrategy;
 use bevy_transform::prelude::*;
 use glam::{DVec3, Vec3};
@@ -53,8 +51,8 @@ use isocloth::ecs::{BudgetPreset, ClothColliders, ClothConfig};
 use isocloth::{AttachmentSettings, ColliderShape, Material, Pose};
 use isocloth_bevy::character::{Character, pose_of_matrix};
 use isocloth_bevy::{
-    CharacterPlayer, ClothCollider, ClothPinSettings, ClothSim, HeadlessPlugins, IsoclothPlugin,
-    PinsFromSkin, SimulatedCloth, spawn_character, spawn_skinned_cloth,
+    CharacterPlayer, ClothCollider, ClothSim, HeadlessPlugins, IsoclothPlugin, PinsFromSkin,
+    spawn_character, spawn_skinned_cloth,
 };
 use render::{Camera, Grid, Style};
 use tiny_skia::Pixmap;
@@ -202,23 +200,16 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         };
         spawn_skinned_cloth(world, own, &joints, Material::default(), rule)
     } else {
-        let pins = layout.cloth_pins(&joints);
-        let handle = world.resource_mut::<Assets<Mesh>>().add(layout.mesh());
-        world
-            .spawn((
-                Mesh3d(handle),
-                Transform::default(),
-                SimulatedCloth {
-                    material: Material::default(),
-                    pins,
-                },
-                // The collar moves as one piece: its bones blend differently along it.
-                ClothPinSettings(AttachmentSettings {
-                    rigid_pins: !args.skinned_pins,
-                    ..AttachmentSettings::default()
-                }),
-            ))
-            .id()
+        // The collar moves as one piece: its bones blend differently along it.
+        layout.spawn(
+            world,
+            &joints,
+            Material::default(),
+            AttachmentSettings {
+                rigid_pins: !args.skinned_pins,
+                ..AttachmentSettings::default()
+            },
+        )
     };
     // Run: the first update advances no time; then one fixed tick per update.
     app.update();

@@ -1650,6 +1650,32 @@ impl character::CapeLayout {
             })
             .collect()
     }
+
+    /// Spawns the cape in `world`: its mesh added to the `Mesh` assets, a [`SimulatedCloth`]
+    /// of `material` pinned on the joint entities `joints` ([`CapeLayout::cloth_pins`]), its
+    /// pins driven with `pins` ([`ClothPinSettings`]; `rigid_pins: true` moves a collar whose
+    /// bones blend differently along it as one piece). Returns the cloth's entity.
+    pub fn spawn(
+        &self,
+        world: &mut World,
+        joints: &[Entity],
+        material: Material,
+        pins: AttachmentSettings,
+    ) -> Entity {
+        let cloth_pins = self.cloth_pins(joints);
+        let handle = world.resource_mut::<Assets<Mesh>>().add(self.mesh());
+        world
+            .spawn((
+                Mesh3d(handle),
+                Transform::default(),
+                SimulatedCloth {
+                    material,
+                    pins: cloth_pins,
+                },
+                ClothPinSettings(pins),
+            ))
+            .id()
+    }
 }
 
 /// The README's code blocks, compiled and run as doc tests of this crate (its Bevy snippet

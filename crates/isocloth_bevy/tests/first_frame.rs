@@ -8,15 +8,13 @@ mod common;
 
 use std::sync::Arc;
 
-use bevy_asset::Assets;
-use bevy_mesh::{Mesh, Mesh3d};
 use bevy_transform::prelude::*;
 use common::gltf::{Rig, humanoid_glb};
 use common::plugin_app;
 use glam::{Quat, Vec3};
 use isocloth::{AttachmentSettings, ColliderShape, Material};
 use isocloth_bevy::character::{CapeJoints, CapeLayout, Character, CharacterError};
-use isocloth_bevy::{ClothCollider, ClothPinSettings, ClothSim, SimulatedCloth};
+use isocloth_bevy::{ClothCollider, ClothSim};
 
 /// Per fixed tick: max strain, mean strain, and cloth nodes inside a body or under the ground.
 struct Run {
@@ -54,22 +52,15 @@ fn cape_run(c: Character, joints: &CapeJoints, ticks: usize) -> Run {
         Transform::from_xyz(0.0, ground, 0.0),
         ClothCollider::new(ColliderShape::Plane),
     ));
-    let pins = layout.cloth_pins(&bones);
-    let handle = world.resource_mut::<Assets<Mesh>>().add(layout.mesh());
-    let cape = world
-        .spawn((
-            Mesh3d(handle),
-            Transform::default(),
-            SimulatedCloth {
-                material: Material::default(),
-                pins,
-            },
-            ClothPinSettings(AttachmentSettings {
-                rigid_pins: true,
-                ..AttachmentSettings::default()
-            }),
-        ))
-        .id();
+    let cape = layout.spawn(
+        world,
+        &bones,
+        Material::default(),
+        AttachmentSettings {
+            rigid_pins: true,
+            ..AttachmentSettings::default()
+        },
+    );
     app.update();
     let mut out = Vec::new();
     for _ in 0..ticks {
