@@ -6,6 +6,9 @@
 //!   and as layers (`ClothLayers::step`, the sheet the inner layer, thickness 5 mm). Both start
 //!   every iteration from the same snapshots, taken after the cape has settled on the sheet
 //!   for 3 s with layers on. Divide by 30 for a frame.
+//! * `layers/cape_landing/{alone,layers}`: the same cloths in motion: 30 frames from 0.1 s
+//!   before the cape, dropped from 0.3 m, lands on the draped sheet (the impact, the pairs of
+//!   the whole cape coming and going) to 0.4 s after.
 //!
 //! Run: `cargo bench --bench layers`.
 
@@ -36,8 +39,9 @@ fn sheet(size: f32, cells: usize, turn: f64, centre: DVec3) -> Cloth {
     Cloth::from_mesh(mesh, Material::default(), &[], SolverSettings::default()).expect("cloth")
 }
 
-/// The settled scene: the bodies and the two cloths' snapshots.
-fn scene() -> (ColliderSet, Vec<Cloth>, Vec<ClothSnapshot>) {
+/// The scene: the bodies and the two cloths' snapshots, after the cape (dropped from 0.3 m
+/// on the draped sheet) has fallen for `frames` frames with layers on.
+fn scene(frames: usize) -> (ColliderSet, Vec<Cloth>, Vec<ClothSnapshot>) {
     let mut colliders = ColliderSet::new();
     colliders
         .add(ColliderShape::Plane, Pose::IDENTITY)
@@ -56,7 +60,7 @@ fn scene() -> (ColliderSet, Vec<Cloth>, Vec<ClothSnapshot>) {
     let mut cloths = vec![drape, cape];
     let mut layers = ClothLayers::new(LayerSettings::default(), 2, &[[0, 1]]).expect("layers");
     let mut reports = Vec::new();
-    for _ in 0..180 {
+    for _ in 0..frames {
         layers
             .step(&mut cloths, DT, &colliders, &mut reports)
             .expect("step");
@@ -66,38 +70,41 @@ fn scene() -> (ColliderSet, Vec<Cloth>, Vec<ClothSnapshot>) {
 }
 
 fn bench_layers(c: &mut Criterion) {
-    let (colliders, mut cloths, snaps) = scene();
-    let mut group = c.benchmark_group("layers/cape_on_sheet");
-    group
-        .sample_size(20)
-        .measurement_time(Duration::from_secs(8));
-    group.bench_function("alone", |b| {
-        b.iter(|| {
-            for (c, s) in cloths.iter_mut().zip(&snaps) {
-                c.restore(s).expect("restore");
-            }
-            for _ in 0..30 {
-                for c in cloths.iter_mut() {
-                    c.step_with(DT, &colliders).expect("step");
+    // Settled for 3 s, and in motion from 0.1 s before the landing (at about 0.25 s).
+    for (name, frames) in [("layers/cape_on_sheet", 180), ("layers/cape_landing", 9)] {
+        let (colliders, mut cloths, snaps) = scene(frames);
+        let mut group = c.benchmark_group(name);
+        group
+            .sample_size(20)
+            .measurement_time(Duration::from_secs(8));
+        group.bench_function("alone", |b| {
+            b.iter(|| {
+                for (c, s) in cloths.iter_mut().zip(&snaps) {
+                    c.restore(s).expect("restore");
                 }
-            }
-        })
-    });
-    let mut layers = ClothLayers::new(LayerSettings::default(), 2, &[[0, 1]]).expect("layers");
-    let mut reports = Vec::new();
-    group.bench_function("layers", |b| {
-        b.iter(|| {
-            for (c, s) in cloths.iter_mut().zip(&snaps) {
-                c.restore(s).expect("restore");
-            }
-            for _ in 0..30 {
-                layers
-                    .step(&mut cloths, DT, &colliders, &mut reports)
-                    .expect("step");
-            }
-        })
-    });
-    group.finish();
+                for _ in 0..30 {
+                    for c in cloths.iter_mut() {
+                        c.step_with(DT, &colliders).expect("step");
+                    }
+                }
+            })
+        });
+        let mut layers = ClothLayers::new(LayerSettings::default(), 2, &[[0, 1]]).expect("layers");
+        let mut reports = Vec::new();
+        group.bench_function("layers", |b| {
+            b.iter(|| {
+                for (c, s) in cloths.iter_mut().zip(&snaps) {
+                    c.restore(s).expect("restore");
+                }
+                for _ in 0..30 {
+                    layers
+                        .step(&mut cloths, DT, &colliders, &mut reports)
+                        .expect("step");
+                }
+            })
+        });
+        group.finish();
+    }
 }
 
 criterion_group!(benches, bench_layers);
