@@ -658,8 +658,8 @@ pub(crate) fn crossing_time(
 pub(crate) struct SelfFrame<'a> {
     /// The render mesh's triangles and edges.
     pub topology: &'a SelfTopology,
-    /// [`SelfCollisionSettings::thickness`] when the cloth collides with itself (`None`: only
-    /// with its layers' partners).
+    /// [`SelfCollisionSettings::thickness`] when the cloth collides with itself (`None`: it
+    /// does not).
     pub thickness: Option<f64>,
     /// The rest shape (pairs within the thickness there are left out).
     pub rest: &'a [DVec3],
@@ -685,9 +685,6 @@ pub(crate) struct Pair {
     thickness: f64,
     /// Coulomb friction coefficient (0: frictionless, as self-collision is).
     friction: f64,
-    /// The largest force the pair may push with (newtons; infinite but against a layer
-    /// partner that stands still, see `crate::layers`).
-    pub(crate) max_force: f64,
     /// The four nodes' positions at the substep's start (for the slip).
     start: [DVec3; 4],
     /// Friction force (newtons, tangential, within `friction * force`).
@@ -731,8 +728,6 @@ pub(crate) struct SelfContact {
     pub(crate) impacts: usize,
     /// The pairs' forces saved by [`SelfContact::save_forces`].
     saved: Vec<(f64, DVec3)>,
-    /// Whether these are a layer group's pairs ([`crate::layers`]) rather than a cloth's own.
-    pub(crate) layered: bool,
     /// The last pass's pairs with their nodes.
     resolved: Vec<(bool, [u32; 4])>,
 }
@@ -866,7 +861,6 @@ impl SelfContact {
     /// No self-collision this substep.
     pub(crate) fn reset(&mut self) {
         self.enabled = false;
-        self.layered = false;
         self.warm.clear();
         self.pairs.clear();
         self.impacts = 0;
@@ -874,8 +868,7 @@ impl SelfContact {
 
     /// Broad phase for a substep: the pairs of features that may come within the thickness
     /// while the nodes move from `x_start` toward `frame.targets`, or whose paths cross, each
-    /// with the side it begins on: the cloth's against itself (with a thickness; the pairs
-    /// against its layers' partners are `crate::layers`' to add after).
+    /// with the side it begins on: the cloth's against itself (with a thickness).
     pub(crate) fn prepare(&mut self, frame: &SelfFrame<'_>, x_start: &[DVec3]) {
         let SelfFrame {
             topology: topo,
@@ -885,7 +878,6 @@ impl SelfContact {
             targets: x_pred,
         } = *frame;
         self.enabled = thickness.is_some();
-        self.layered = false;
         self.pairs.clear();
         self.impacts = 0;
         self.w_max = 0.0;
@@ -947,7 +939,6 @@ impl SelfContact {
             side: side_of(ee, p0),
             thickness,
             friction,
-            max_force: f64::INFINITY,
             start: p0,
             tangent: DVec3::ZERO,
             slip: DVec3::ZERO,
@@ -994,7 +985,7 @@ impl SelfContact {
         for p in self.pairs.iter().filter(|p| p.engaged) {
             for &k in &p.nodes {
                 if let Some(r) = rhs.get_mut(k as usize) {
-                    *r = DVec3::X; // (a partner's node is not the cloth's)
+                    *r = DVec3::X;
                 }
             }
         }
@@ -1010,7 +1001,7 @@ impl SelfContact {
                 p.w[k] = if p.engaged && i < compliance.len() {
                     compliance[i].max(u[i].x)
                 } else {
-                    0.0 // not engaged, or a partner's node (fixed)
+                    0.0 // not engaged
                 };
                 self.w_max = self.w_max.max(p.w[k]);
             }
@@ -1034,7 +1025,7 @@ impl SelfContact {
                     } else if compliance.get(i).is_some_and(|&c| c > 0.0) {
                         compliance[i].max(w_max)
                     } else {
-                        0.0 // pinned, or a partner's node
+                        0.0 // pinned
                     };
                     w += p.coef[k].abs() * wk;
                 }
@@ -1044,7 +1035,7 @@ impl SelfContact {
                 p.prev_gap = p.gap;
                 let w = w.max(p.overshoot);
                 if w > 0.0 {
-                    p.force = (p.force - p.gap / w).clamp(0.0, p.max_force);
+                    p.force = (p.force - p.gap / w).max(0.0);
                     if p.friction > 0.0 {
                         // Coulomb friction as body contact has it: the tangential force
                         // corrected by what would cancel the slip, kept inside the cone.
@@ -1082,8 +1073,7 @@ impl SelfContact {
         }
     }
 
-    /// The cloth's nodes of the substep's pairs, up to four a pair (repeats included; the
-    /// cloth has `own` nodes, a partner's are left out).
+    /// The nodes below `own` of the substep's pairs, up to four a pair (repeats included).
     pub(crate) fn nodes(&self, own: usize) -> impl Iterator<Item = u32> + '_ {
         self.pairs
             .iter()
@@ -1112,7 +1102,7 @@ impl SelfContact {
         let own = x.len();
         let inv_mass = |i: usize| {
             if i >= own || pinned[i] {
-                0.0 // pinned, or a partner's node
+                0.0 // pinned
             } else {
                 1.0 / masses[i]
             }
@@ -1150,8 +1140,7 @@ impl SelfContact {
     /// (two Gauss-Seidel sweeps, weighted by inverse mass, pinned nodes fixed), then the
     /// continuous check over the nodes' actual paths from `x_start` to `x`, sending the free
     /// nodes of crossing pairs back to their start until nothing crosses. Counts in `impacts`
-    /// the pairs pushed and the nodes sent back. (With layers, `crate::layers` applies the
-    /// friction between them before and checks the partners' paths after.)
+    /// the pairs pushed and the nodes sent back.
     pub(crate) fn finish(
         &mut self,
         topo: &SelfTopology,
@@ -1178,7 +1167,6 @@ impl SelfContact {
     /// A layer group's substep begins (`crate::layers`): no pairs yet, none against itself.
     pub(crate) fn begin_group_substep(&mut self) {
         self.enabled = false;
-        self.layered = true;
         self.pairs.clear();
         self.impacts = 0;
         self.w_max = 0.0;
@@ -1514,7 +1502,6 @@ mod tests {
                 side,
                 thickness: 0.004,
                 friction: 0.0,
-                max_force: f64::INFINITY,
                 start: [DVec3::ZERO; 4],
                 tangent: DVec3::ZERO,
                 slip: DVec3::ZERO,

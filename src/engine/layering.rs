@@ -66,6 +66,8 @@ pub struct ClothLayers {
     frames: Vec<Frame>,
     /// Whether the cloths are in group order (between the two permutations of a step).
     permuted: bool,
+    /// Scratch of a permutation: the places done.
+    visited: Vec<bool>,
 }
 
 impl ClothLayers {
@@ -274,26 +276,14 @@ impl ClothLayers {
             return;
         }
         self.permuted = forward;
-        // Cycle by cycle: position p takes the element at order[p] (forward), or gives it back.
-        let n = self.count;
-        let mut done = std::mem::take(&mut self.frames);
-        // `frames` is free between steps: its `asleep` flags mark the places done.
+        // Cycle by cycle, each place taking its element by swaps along the cycle.
+        let mut done = std::mem::take(&mut self.visited);
         done.clear();
-        done.resize(
-            n,
-            Frame {
-                report: StepReport::default(),
-                run: 0,
-                asleep: false,
-            },
-        );
-        for start in 0..n {
-            if done[start].asleep {
-                continue;
-            }
+        done.resize(self.count, false);
+        for start in 0..self.count {
             let mut p = start;
-            loop {
-                done[p].asleep = true;
+            while !done[p] {
+                done[p] = true;
                 // Forward, place p takes the element at `order[p]`; back, the inverse
                 // permutation (`place`) does the same.
                 let q = if forward {
@@ -310,7 +300,7 @@ impl ClothLayers {
                 p = q;
             }
         }
-        self.frames = done;
+        self.visited = done;
     }
 }
 
