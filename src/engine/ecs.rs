@@ -885,16 +885,13 @@ pub fn step_cloths(
         Ok(layer) => (0, layer.order, item.0),
         Err(_) => (1, 0, item.0),
     });
-    let layered_count = match layering.as_deref_mut() {
-        Some(layering) => {
-            if order_layers(&all, layering, &layered) {
-                layering.order.len()
-            } else {
-                0
-            }
+    let layered_count = layering.as_deref_mut().map_or(0, |layering| {
+        if order_layers(&all, layering, &layered) {
+            layering.order.len()
+        } else {
+            0
         }
-        None => 0,
-    };
+    });
     let count = all.len();
     let (grouped, rest) = all.split_at_mut(layered_count);
     let Some(mut lod) = lod else {
