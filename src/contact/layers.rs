@@ -482,7 +482,7 @@ impl LayerContact {
             self.impact[k] = true;
         }
         self.pairs
-            .finish_group(&self.masses, &self.pinned, &mut self.x);
+            .finish_pairs(&self.masses, &self.pinned, &mut self.x);
         // Its own broad phase over the actual paths with boxes grown by the check's
         // tolerance only: the substep's pairs (grown by the thickness and slack) are several
         // times more, each a distance to rule out (`layers --scene mantle`: layered step

@@ -1149,16 +1149,7 @@ impl SelfContact {
         x_start: &[DVec3],
         x: &mut [DVec3],
     ) {
-        self.warm.clear();
-        self.warm.extend(
-            self.pairs
-                .iter()
-                .filter(|p| p.force > 0.0)
-                .map(|p| (p.key, p.force)),
-        );
-        self.warm.sort_unstable_by_key(|w| w.0);
-        self.impacts = self.pairs.iter().filter(|p| p.force > 0.0).count();
-        self.impacts += self.push_apart(masses, pinned, x);
+        self.finish_pairs(masses, pinned, x);
         if self.enabled {
             self.rewind_self(topo, pinned, x_start, x);
         }
@@ -1172,10 +1163,10 @@ impl SelfContact {
         self.w_max = 0.0;
     }
 
-    /// A layer group's last pass before its continuous check: the pushing pairs' forces kept
-    /// for the next substep, then the pairs closer than the thickness pushed apart (both
-    /// sides).
-    pub(crate) fn finish_group(&mut self, masses: &[f64], pinned: &[bool], x: &mut [DVec3]) {
+    /// The last pass before the continuous check (the cloth's own, or a layer group's): the
+    /// pushing pairs' forces kept for the next substep, then the pairs closer than the
+    /// thickness pushed apart (both sides), counted in `impacts`.
+    pub(crate) fn finish_pairs(&mut self, masses: &[f64], pinned: &[bool], x: &mut [DVec3]) {
         self.warm.clear();
         self.warm.extend(
             self.pairs
