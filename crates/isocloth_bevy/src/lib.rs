@@ -1652,7 +1652,7 @@ impl character::CapeLayout {
     }
 
     /// Spawns the cape in `world`: its mesh added to the `Mesh` assets, a [`SimulatedCloth`]
-    /// of `material` pinned on the joint entities `joints` ([`CapeLayout::cloth_pins`]), its
+    /// of `material` pinned on the joint entities `joints` ([`Self::cloth_pins`]), its
     /// pins driven with `pins` ([`ClothPinSettings`]; `rigid_pins: true` moves a collar whose
     /// bones blend differently along it as one piece). Returns the cloth's entity.
     pub fn spawn(
