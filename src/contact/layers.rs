@@ -40,8 +40,8 @@ use crate::bounds::Aabb;
 use crate::error::ClothError;
 use crate::model::ClothModel;
 use crate::self_contact::{
-    CCD_EPS, Offsets, RawPair, SelfContact, SweptBoxes, crossing_time, features, pairs_between,
-    rewind_crossings, triangles_intersect,
+    CCD_EPS, EdgePairs, Offsets, RawPair, SelfContact, SweptBoxes, edges_may_act, feature_pairs,
+    rewind_crossings, triangle_pairs_between, triangles_intersect,
 };
 
 /// How layered cloths meet. Plain data.
@@ -224,8 +224,13 @@ pub(crate) struct LayerContact {
     /// Per node, the forces of the group's pairs on it (the cloths' right-hand sides take
     /// their slices).
     pub(crate) force: Vec<DVec3>,
-    /// Per cloth, its swept boxes.
+    /// Per cloth, its swept boxes over the substep's predicted path (grown by the reach).
     boxes: Vec<SweptBoxes>,
+    /// Per cloth, its swept boxes over the substep's actual path (the last pass's check).
+    tight: Vec<SweptBoxes>,
+    /// The pairs of triangles whose [`LayerContact::boxes`] meet: (index into
+    /// [`LayerContact::near`], triangle of the lower cloth, triangle of the higher).
+    triangle_pairs: Vec<(u32, u32, u32)>,
     stack: Vec<(u32, u32)>,
     /// The broad phase's pairs (group numbering) with their nodes.
     raw: Vec<(RawPair, [u32; 4])>,
@@ -290,6 +295,8 @@ impl LayerContact {
         if self.boxes.len() < self.offsets.len() {
             self.boxes
                 .resize_with(self.offsets.len(), SweptBoxes::default);
+            self.tight
+                .resize_with(self.offsets.len(), SweptBoxes::default);
         }
     }
 
@@ -349,17 +356,14 @@ impl LayerContact {
             }
             let p0 = nodes.map(|k| self.x_start[k as usize]);
             let p1 = nodes.map(|k| self.x[k as usize]);
-            // An edge-edge pair whose closest points are not inside both edges, at either end
-            // of the path, is a node near the other cloth, which its point-triangle pairs
-            // hold; unless the edges' paths cross, it is left to the last pass's check. Two
-            // layers lying on each other have several times more edge-edge pairs than
-            // point-triangle ones: a cape resting on a draped sheet, 8,410 pairs a substep
-            // and 10 ms of pair work, 461 and 2 ms without them.
-            if r.0
-                && !features(true, p0).3
-                && !features(true, p1).3
-                && crossing_time(true, p0, p1, CCD_EPS).is_none()
-            {
+            // Edge-edge pairs only with a border edge (`EdgePairs::Border`), and of those
+            // only where their closest points lie inside both edges or their paths cross
+            // (elsewhere the closest points are a node's, which its point-triangle pairs
+            // hold); everything else is left to the last pass's check. Two layers lying on
+            // each other have several times more edge-edge pairs than point-triangle ones
+            // (`layers --scene mantle`: 6,000-8,000 a substep against 2,000-2,600; 540 with
+            // a border edge).
+            if r.0 && !edges_may_act(p0, p1, reach) {
                 continue;
             }
             self.pairs
@@ -375,42 +379,94 @@ impl LayerContact {
         if 2 * n > self.resolved.capacity() {
             self.resolved.reserve(2 * n - self.resolved.len());
         }
+        let n = self.triangle_pairs.len();
+        if 2 * n > self.triangle_pairs.capacity() {
+            self.triangle_pairs
+                .reserve(2 * n - self.triangle_pairs.len());
+        }
     }
 
-    /// Every pair of features of two cloths of `near` whose swept boxes (from the group's
-    /// `x_start` to its `x`, grown by `margin`) meet, into `raw` (group numbering).
+    /// The substep's broad phase: every cloth's swept boxes (from the group's `x_start` to its
+    /// `x`, its prediction, grown by `margin`), the pairs of triangles of two cloths of `near`
+    /// whose boxes meet into [`LayerContact::triangle_pairs`], and their feature pairs (edge
+    /// pairs with a border edge, [`EdgePairs::Border`]) into `raw` (group numbering).
     fn broad_phase<'m>(&mut self, model: &impl Fn(usize) -> &'m ClothModel, margin: f64) {
-        for k in 0..self.offsets.len() {
-            if !self.near.iter().any(|p| p.contains(&k)) {
-                continue;
-            }
-            let r = self.range(k);
-            let (x0, x1) = (&self.x_start[r.clone()], &self.x[r]);
-            self.boxes[k].fill(model(k).self_topology(), x0, x1, margin);
-        }
+        fill_boxes(
+            &mut self.boxes,
+            &self.near,
+            model,
+            &self.offsets,
+            (&self.x_start, &self.x),
+            margin,
+        );
         self.raw.clear();
-        for &[a, b] in &self.near {
-            let (oa, ob) = (self.offsets[a], self.offsets[b]);
-            let off = Offsets {
-                nodes: ob.nodes - oa.nodes,
-                triangles: ob.triangles - oa.triangles,
-                edges: ob.edges - oa.edges,
-            };
-            let from = self.raw.len();
-            pairs_between(
+        self.triangle_pairs.clear();
+        for (p, &[a, b]) in self.near.iter().enumerate() {
+            let (ma, mb) = (
                 (model(a).self_topology(), &self.boxes[a]),
                 (model(b).self_topology(), &self.boxes[b]),
-                off,
-                &mut self.stack,
-                &mut self.raw,
             );
-            // From `a`'s numbering to the group's.
-            for ((ee, first, second), nodes) in &mut self.raw[from..] {
-                *first += if *ee { oa.edges } else { oa.nodes };
-                *second += if *ee { oa.edges } else { oa.triangles };
-                for k in nodes.iter_mut() {
-                    *k += oa.nodes;
+            let off = between(self.offsets[a], self.offsets[b]);
+            let from = self.raw.len();
+            let (raw, pairs) = (&mut self.raw, &mut self.triangle_pairs);
+            triangle_pairs_between(ma, mb, &mut self.stack, |t, u| {
+                pairs.push((p as u32, t, u));
+                feature_pairs(ma, mb, (t, u), off, EdgePairs::Border, raw);
+            });
+            renumber(&mut self.raw[from..], self.offsets[a]);
+        }
+    }
+
+    /// The last pass's broad phase: every cloth's swept boxes over its actual path (from
+    /// `x_start` to `x`, grown by the check's tolerance) and every feature pair of two cloths
+    /// whose boxes meet into `raw`. When every node stayed inside its substep's box
+    /// ([`SweptBoxes::hold`]), every such pair of triangles is among the substep's
+    /// [`LayerContact::triangle_pairs`], which are tested instead of a second traversal.
+    fn last_broad_phase<'m>(&mut self, model: &impl Fn(usize) -> &'m ClothModel) {
+        fill_boxes(
+            &mut self.tight,
+            &self.near,
+            model,
+            &self.offsets,
+            (&self.x_start, &self.x),
+            CCD_EPS,
+        );
+        let held = (0..self.offsets.len()).all(|k| {
+            !self.near.iter().any(|p| p.contains(&k)) || self.boxes[k].hold(&self.x[self.range(k)])
+        });
+        self.raw.clear();
+        if held {
+            let mut from = 0;
+            for (p, &[a, b]) in self.near.iter().enumerate() {
+                let (ma, mb) = (
+                    (model(a).self_topology(), &self.tight[a]),
+                    (model(b).self_topology(), &self.tight[b]),
+                );
+                let off = between(self.offsets[a], self.offsets[b]);
+                let start = self.raw.len();
+                let to = from
+                    + self.triangle_pairs[from..].partition_point(|&(q, _, _)| q as usize == p);
+                for &(_, t, u) in &self.triangle_pairs[from..to] {
+                    if ma.1.triangles_meet(t, mb.1, u) {
+                        feature_pairs(ma, mb, (t, u), off, EdgePairs::All, &mut self.raw);
+                    }
                 }
+                from = to;
+                renumber(&mut self.raw[start..], self.offsets[a]);
+            }
+        } else {
+            for &[a, b] in &self.near {
+                let (ma, mb) = (
+                    (model(a).self_topology(), &self.tight[a]),
+                    (model(b).self_topology(), &self.tight[b]),
+                );
+                let off = between(self.offsets[a], self.offsets[b]);
+                let start = self.raw.len();
+                let raw = &mut self.raw;
+                triangle_pairs_between(ma, mb, &mut self.stack, |t, u| {
+                    feature_pairs(ma, mb, (t, u), off, EdgePairs::All, raw);
+                });
+                renumber(&mut self.raw[start..], self.offsets[a]);
             }
         }
     }
@@ -487,7 +543,7 @@ impl LayerContact {
         // tolerance only: the substep's pairs (grown by the thickness and slack) are several
         // times more, each a distance to rule out (`layers --scene mantle`: layered step
         // 6.6-6.8 -> 5.3-6.1 ms, the same figures).
-        self.broad_phase(&model, CCD_EPS);
+        self.last_broad_phase(&model);
         self.resolved.clear();
         self.resolved
             .extend(self.raw.iter().map(|&((ee, _, _), nodes)| (ee, nodes)));
@@ -499,6 +555,46 @@ impl LayerContact {
         self.offsets
             .partition_point(|o| o.nodes as usize <= i)
             .saturating_sub(1)
+    }
+}
+
+/// Cloth `b`'s offsets after cloth `a`'s (both in group numbering).
+fn between(a: Offsets, b: Offsets) -> Offsets {
+    Offsets {
+        nodes: b.nodes - a.nodes,
+        triangles: b.triangles - a.triangles,
+        edges: b.edges - a.edges,
+    }
+}
+
+/// Pairs numbered from a cloth at offsets `base` (the lower of their two cloths) into the
+/// group's numbering.
+fn renumber(raw: &mut [(RawPair, [u32; 4])], base: Offsets) {
+    for ((ee, first, second), nodes) in raw {
+        *first += if *ee { base.edges } else { base.nodes };
+        *second += if *ee { base.edges } else { base.triangles };
+        for k in nodes.iter_mut() {
+            *k += base.nodes;
+        }
+    }
+}
+
+/// Every cloth of `near`'s swept boxes (cloth `k`'s nodes from `offsets[k]` on in the group's
+/// positions, moving from `x.0` to `x.1`, grown by `margin`) into `boxes`.
+fn fill_boxes<'m>(
+    boxes: &mut [SweptBoxes],
+    near: &[[usize; 2]],
+    model: &impl Fn(usize) -> &'m ClothModel,
+    offsets: &[Offsets],
+    x: (&[DVec3], &[DVec3]),
+    margin: f64,
+) {
+    for (k, b) in boxes.iter_mut().enumerate().take(offsets.len()) {
+        if near.iter().any(|p| p.contains(&k)) {
+            let end = offsets.get(k + 1).map_or(x.0.len(), |o| o.nodes as usize);
+            let r = offsets[k].nodes as usize..end;
+            b.fill(model(k).self_topology(), &x.0[r.clone()], &x.1[r], margin);
+        }
     }
 }
 

@@ -111,6 +111,10 @@ pub(crate) struct SelfTopology {
     /// Per triangle, the nodes and edges it owns (`NONE`: fewer).
     own_nodes: Vec<[u32; 3]>,
     own_edges: Vec<[u32; 3]>,
+    /// Per edge, whether it borders one triangle only (the cloth's boundary).
+    border: Vec<bool>,
+    /// Per triangle, whether it owns a border edge.
+    owns_border: Vec<bool>,
     bvh: Vec<BvhNode>,
 }
 
@@ -126,6 +130,7 @@ impl SelfTopology {
         let mut own_edges = vec![[NONE; 3]; triangles.len()];
         let mut node_owned = vec![false; positions.len()];
         let mut edge_owned = vec![false; edges.len()];
+        let mut sides = vec![0u8; edges.len()];
         for (t, tri) in triangles.iter().enumerate() {
             let (mut nv, mut ne) = (0, 0);
             for k in 0..3 {
@@ -138,6 +143,7 @@ impl SelfTopology {
                 let e = edges
                     .binary_search(&sorted2(tri[k], tri[(k + 1) % 3]))
                     .expect("every triangle edge is listed");
+                sides[e] = sides[e].saturating_add(1);
                 if !edge_owned[e] {
                     edge_owned[e] = true;
                     own_edges[t][ne] = e as u32;
@@ -154,11 +160,17 @@ impl SelfTopology {
         if !order.is_empty() {
             build_bvh(&mut order, &centroids, &mut bvh);
         }
+        let owns_border = own_edges
+            .iter()
+            .map(|t| t.iter().any(|&e| e != NONE && sides[e as usize] == 1))
+            .collect();
         Self {
             triangles: triangles.to_vec(),
             edges,
             own_nodes,
             own_edges,
+            owns_border,
+            border: sides.iter().map(|&n| n == 1).collect(),
             bvh,
         }
     }
@@ -218,8 +230,10 @@ impl SelfTopology {
         mut f: impl FnMut(u32, u32),
     ) {
         let (ba, bb) = (&self.bvh, &other.bvh);
+        let meet = |a: u32, b: u32| boxes[a as usize].overlaps(&other_boxes[b as usize]);
+        // Every pair on the stack meets (its boxes were tested before it went on).
         stack.clear();
-        if !ba.is_empty() && !bb.is_empty() {
+        if !ba.is_empty() && !bb.is_empty() && (same || meet(0, 0)) {
             stack.push((0, 0));
         }
         while let Some((a, b)) = stack.pop() {
@@ -228,12 +242,10 @@ impl SelfTopology {
                 if na.left != NONE {
                     stack.push((na.left, na.left));
                     stack.push((na.right, na.right));
-                    stack.push((na.left, na.right));
+                    if meet(na.left, na.right) {
+                        stack.push((na.left, na.right));
+                    }
                 }
-                continue;
-            }
-            let (box_a, box_b) = (&boxes[a as usize], &other_boxes[b as usize]);
-            if !box_a.overlaps(box_b) {
                 continue;
             }
             let split_a = match (na.left == NONE, nb.left == NONE) {
@@ -244,16 +256,23 @@ impl SelfTopology {
                 (false, true) => true,
                 (true, false) => false,
                 (false, false) => {
+                    let (box_a, box_b) = (&boxes[a as usize], &other_boxes[b as usize]);
                     (box_a.max - box_a.min).length_squared()
                         >= (box_b.max - box_b.min).length_squared()
                 }
             };
             if split_a {
-                stack.push((na.left, b));
-                stack.push((na.right, b));
+                for c in [na.left, na.right] {
+                    if meet(c, b) {
+                        stack.push((c, b));
+                    }
+                }
             } else {
-                stack.push((a, nb.left));
-                stack.push((a, nb.right));
+                for c in [nb.left, nb.right] {
+                    if meet(a, c) {
+                        stack.push((a, c));
+                    }
+                }
             }
         }
     }
@@ -268,49 +287,91 @@ pub(crate) struct Offsets {
     pub edges: u32,
 }
 
-/// The feature pairs between mesh `a` and mesh `b` (numbered after `a` by `off`) whose swept
-/// boxes meet, each once, with their nodes: `a`'s nodes against `b`'s triangles, `b`'s nodes
-/// against `a`'s triangles, and `a`'s edges against `b`'s, by the two meshes' ownership.
-pub(crate) fn pairs_between(
+/// Which edge-edge pairs a broad phase between two meshes lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EdgePairs {
+    /// Every pair whose boxes meet (the continuous check: a crossing of two surfaces may begin
+    /// at any two edges).
+    All,
+    /// Only pairs with an edge on its mesh's border. Where two surfaces lie near each other
+    /// inside both, every two edges near each other are bracketed by nodes near the other
+    /// surface, which their point-triangle pairs hold; a border edge can pass over the other
+    /// surface with no node of it near (a hem over a skirt).
+    Border,
+}
+
+/// Calls `f(t, u)` for every triangle `t` of mesh `a` and `u` of mesh `b` whose swept boxes
+/// meet (by the two hierarchies; `stack` is working memory).
+pub(crate) fn triangle_pairs_between(
     a: (&SelfTopology, &SweptBoxes),
     b: (&SelfTopology, &SweptBoxes),
-    off: Offsets,
     stack: &mut Vec<(u32, u32)>,
+    f: impl FnMut(u32, u32),
+) {
+    let ((ta, ba), (tb, bb)) = (a, b);
+    ta.overlapping_between(&ba.bvh, tb, &bb.bvh, stack, f);
+}
+
+/// The feature pairs between triangle `t` of mesh `a` and triangle `u` of mesh `b` (numbered
+/// after `a` by `off`) whose swept boxes meet, with their nodes: `t`'s own nodes against `u`,
+/// `u`'s own nodes against `t`, and `t`'s own edges against `u`'s (those `edges` lists). Over
+/// every pair of triangles whose boxes meet, each feature pair comes once (by the meshes'
+/// ownership).
+pub(crate) fn feature_pairs(
+    a: (&SelfTopology, &SweptBoxes),
+    b: (&SelfTopology, &SweptBoxes),
+    (t, u): (u32, u32),
+    off: Offsets,
+    edges: EdgePairs,
     out: &mut Vec<(RawPair, [u32; 4])>,
 ) {
     let ((ta, ba), (tb, bb)) = (a, b);
-    ta.overlapping_between(&ba.bvh, tb, &bb.bvh, stack, |t, u| {
-        let (tri_a, tri_b) = (ta.triangles[t as usize], tb.triangles[u as usize]);
-        for &v in &ta.own_nodes[t as usize] {
-            if v != NONE && ba.nodes[v as usize].overlaps(&bb.triangles[u as usize]) {
-                let nodes = [
-                    v,
-                    tri_b[0] + off.nodes,
-                    tri_b[1] + off.nodes,
-                    tri_b[2] + off.nodes,
-                ];
-                out.push(((false, v, u + off.triangles), nodes));
+    let (tri_a, tri_b) = (ta.triangles[t as usize], tb.triangles[u as usize]);
+    // Owned nodes and edges come first in their lists, `NONE` after.
+    for &v in &ta.own_nodes[t as usize] {
+        if v == NONE {
+            break;
+        }
+        if ba.nodes[v as usize].overlaps(&bb.triangles[u as usize]) {
+            let nodes = [
+                v,
+                tri_b[0] + off.nodes,
+                tri_b[1] + off.nodes,
+                tri_b[2] + off.nodes,
+            ];
+            out.push(((false, v, u + off.triangles), nodes));
+        }
+    }
+    for &v in &tb.own_nodes[u as usize] {
+        if v == NONE {
+            break;
+        }
+        if bb.nodes[v as usize].overlaps(&ba.triangles[t as usize]) {
+            let nodes = [v + off.nodes, tri_a[0], tri_a[1], tri_a[2]];
+            out.push(((false, v + off.nodes, t), nodes));
+        }
+    }
+    if edges == EdgePairs::Border && !ta.owns_border[t as usize] && !tb.owns_border[u as usize] {
+        return;
+    }
+    for &e in &ta.own_edges[t as usize] {
+        if e == NONE {
+            break;
+        }
+        let border = edges == EdgePairs::All || ta.border[e as usize];
+        for &f in &tb.own_edges[u as usize] {
+            if f == NONE {
+                break;
+            }
+            if (border || tb.border[f as usize])
+                && ba.edges[e as usize].overlaps(&bb.edges[f as usize])
+            {
+                let (ea, fb) = (ta.edges[e as usize], tb.edges[f as usize]);
+                let nodes = [ea[0], ea[1], fb[0] + off.nodes, fb[1] + off.nodes];
+                out.push(((true, e, f + off.edges), nodes));
             }
         }
-        for &v in &tb.own_nodes[u as usize] {
-            if v != NONE && bb.nodes[v as usize].overlaps(&ba.triangles[t as usize]) {
-                let nodes = [v + off.nodes, tri_a[0], tri_a[1], tri_a[2]];
-                out.push(((false, v + off.nodes, t), nodes));
-            }
-        }
-        for &e in &ta.own_edges[t as usize] {
-            if e == NONE {
-                continue;
-            }
-            for &f in &tb.own_edges[u as usize] {
-                if f != NONE && ba.edges[e as usize].overlaps(&bb.edges[f as usize]) {
-                    let (ea, fb) = (ta.edges[e as usize], tb.edges[f as usize]);
-                    let nodes = [ea[0], ea[1], fb[0] + off.nodes, fb[1] + off.nodes];
-                    out.push(((true, e, f + off.edges), nodes));
-                }
-            }
-        }
-    });
+    }
 }
 
 /// Sends the free nodes (`fixed` false) of every pair of `pairs` whose features cross while
@@ -563,6 +624,33 @@ fn box_gap(edge_edge: bool, p: [DVec3; 4]) -> f64 {
     (a.min - b.max).max(b.min - a.max).max(DVec3::ZERO).length()
 }
 
+/// Whether an edge-edge pair of two layers moving from `p0` to `p1` can act in a substep:
+/// its closest points lie inside both edges at either end of the path and it may come within
+/// `reach`, or the edges' paths cross. Elsewhere its closest points are a node's, which the
+/// node's point-triangle pairs hold. The same answer as testing the three, cheapest first:
+/// the distance at the end and the bound on its change over the path
+/// ([`relative_motion`]) rule out most pairs of two layers lying near each other before the
+/// start's closest points or the continuous check are computed.
+pub(crate) fn edges_may_act(p0: [DVec3; 4], p1: [DVec3; 4], reach: f64) -> bool {
+    let motion = 2.0 * relative_motion(p0, p1) + CCD_EPS;
+    let far = reach + motion;
+    if box_gap(true, p1) >= far {
+        return false;
+    }
+    let (_, d, _, inside) = features(true, p1);
+    let d1 = d.length();
+    if d1 >= far {
+        // Neither within reach (admission's own test) nor able to cross.
+        return false;
+    }
+    if inside || features(true, p0).3 {
+        return true;
+    }
+    // Not inside at either end: only a crossing keeps it, and the distance cannot fall to the
+    // check's tolerance when it ends farther than the motion allows.
+    d1 <= motion && crossing_time(true, p0, p1, CCD_EPS).is_some()
+}
+
 /// Earliest time in `[0, 1]` at which the features of a pair moving linearly from `p0` to `p1`
 /// come within `eps` of each other at a moment when their four points are coplanar (the
 /// continuous collision test of Bridson et al.: a crossing happens only then), or `None`.
@@ -762,6 +850,11 @@ impl SweptBoxes {
         topo.refit(&self.triangles, &mut self.bvh);
     }
 
+    /// Whether triangle `t`'s box meets triangle `u`'s of `other`.
+    pub(crate) fn triangles_meet(&self, t: u32, other: &SweptBoxes, u: u32) -> bool {
+        self.triangles[t as usize].overlaps(&other.triangles[u as usize])
+    }
+
     /// Whether every node of `x` lies inside its box (shrunk by the continuous check's
     /// tolerance): then every pair of features whose paths' boxes meet was found with them.
     pub(crate) fn hold(&self, x: &[DVec3]) -> bool {
@@ -916,7 +1009,8 @@ impl SelfContact {
         let ee = r.0;
         let reach = thickness * (1.0 + SLACK_THICKNESSES);
         // Over the path the distance stays within twice the relative motion of its end.
-        let far = reach + 2.0 * relative_motion(p0, p1) + CCD_EPS;
+        let motion = 2.0 * relative_motion(p0, p1) + CCD_EPS;
+        let far = reach + motion;
         if box_gap(ee, p1) >= far {
             return false;
         }
@@ -925,7 +1019,9 @@ impl SelfContact {
             return false;
         }
         let near = d1 < reach || distance(ee, p0) < reach;
-        if !near && crossing_time(ee, p0, p1, CCD_EPS).is_none() {
+        // Not near: only a crossing keeps it, which needs the distance to fall to the check's
+        // tolerance along the path.
+        if !near && (d1 > motion || crossing_time(ee, p0, p1, CCD_EPS).is_none()) {
             return false;
         }
         let force = match self.warm.binary_search_by(|w| w.0.cmp(&r)) {
@@ -1469,6 +1565,94 @@ mod tests {
         all.sort_unstable();
         assert!(all.len() > 100, "{}", all.len());
         assert_eq!(found, all);
+    }
+
+    /// Between two meshes (the crumpled sheet and a copy 1 cm above it), the feature pairs of
+    /// every two triangles whose swept boxes meet are exactly the node-triangle pairs both
+    /// ways and the edge-edge pairs whose boxes meet (each once, as a search over all pairs
+    /// finds them); [`EdgePairs::Border`] keeps the same node-triangle pairs and only the
+    /// edge-edge pairs with a border edge; and the triangle pairs found with boxes grown by
+    /// 1 cm, filtered by the tight boxes, give the tight search's pairs (the layers' last
+    /// pass reuses its substep's triangle pairs so).
+    #[test]
+    fn pairs_between_two_meshes_are_every_pair_whose_boxes_meet() {
+        let (tris, x0, x1) = crumpled();
+        let up = DVec3::new(0.003, 0.01, -0.002);
+        let (y0, y1): (Vec<DVec3>, Vec<DVec3>) = (
+            x0.iter().map(|&p| p + up).collect(),
+            x1.iter().map(|&p| p - up).collect(),
+        );
+        let (ta, tb) = (SelfTopology::new(&tris, &x0), SelfTopology::new(&tris, &y0));
+        let off = Offsets {
+            nodes: x0.len() as u32,
+            triangles: tris.len() as u32,
+            edges: ta.edges.len() as u32,
+        };
+        let search = |margin: f64, edges: EdgePairs| {
+            let (mut ba, mut bb) = (SweptBoxes::default(), SweptBoxes::default());
+            ba.fill(&ta, &x0, &x1, margin);
+            bb.fill(&tb, &y0, &y1, margin);
+            let (mut raw, mut pairs) = (Vec::new(), Vec::new());
+            triangle_pairs_between((&ta, &ba), (&tb, &bb), &mut Vec::new(), |t, u| {
+                pairs.push((t, u));
+                feature_pairs((&ta, &ba), (&tb, &bb), (t, u), off, edges, &mut raw);
+            });
+            (raw, pairs, ba, bb)
+        };
+        let sorted = |mut v: Vec<(RawPair, [u32; 4])>| {
+            v.sort_unstable();
+            v
+        };
+        let tight = 1e-3;
+        let (found, _, ba, bb) = search(tight, EdgePairs::All);
+        let found = sorted(found);
+        let mut all = Vec::new();
+        for v in 0..x0.len() as u32 {
+            for u in 0..tris.len() as u32 {
+                if ba.nodes[v as usize].overlaps(&bb.triangles[u as usize]) {
+                    all.push((false, v, u + off.triangles));
+                }
+                if bb.nodes[v as usize].overlaps(&ba.triangles[u as usize]) {
+                    all.push((false, v + off.nodes, u));
+                }
+            }
+        }
+        for e in 0..ta.edges.len() as u32 {
+            for f in 0..tb.edges.len() as u32 {
+                if ba.edges[e as usize].overlaps(&bb.edges[f as usize]) {
+                    all.push((true, e, f + off.edges));
+                }
+            }
+        }
+        all.sort_unstable();
+        let keys: Vec<RawPair> = found.iter().map(|p| p.0).collect();
+        assert!(all.len() > 100, "{}", all.len());
+        assert_eq!(keys, all);
+        let (border, _, _, _) = search(tight, EdgePairs::Border);
+        let expected: Vec<_> = found
+            .iter()
+            .filter(|((ee, e, f), _)| {
+                !ee || ta.border[*e as usize] || tb.border[(*f - off.edges) as usize]
+            })
+            .copied()
+            .collect();
+        assert!(expected.len() < found.len());
+        assert_eq!(sorted(border), expected);
+        let (_, coarse, _, _) = search(0.01, EdgePairs::Border);
+        let mut reused = Vec::new();
+        for &(t, u) in &coarse {
+            if ba.triangles_meet(t, &bb, u) {
+                feature_pairs(
+                    (&ta, &ba),
+                    (&tb, &bb),
+                    (t, u),
+                    off,
+                    EdgePairs::All,
+                    &mut reused,
+                );
+            }
+        }
+        assert_eq!(sorted(reused), found);
     }
 
     /// The last pass's push keeps the centre of mass where it was (to 1e-15 m: the pushes are
