@@ -480,7 +480,14 @@ impl LayerContact {
     /// into the group's (before [`LayerContact::push_apart`], [`LayerContact::update`],
     /// [`LayerContact::finish`]).
     pub(crate) fn set_positions(&mut self, k: usize, x: &[DVec3]) {
-        self.gather(k, x, false);
+        let r = self.range(k);
+        let moved = self.x[r.clone()]
+            .iter()
+            .zip(x)
+            .map(|(a, b)| a.distance_squared(*b))
+            .fold(0.0, f64::max);
+        self.pairs.moved_by(moved.sqrt());
+        self.x[r].copy_from_slice(x);
     }
 
     /// Cloth `k`'s positions in the group's copy (after a pass moved them).
