@@ -261,18 +261,16 @@ impl SelfTopology {
                         >= (box_b.max - box_b.min).length_squared()
                 }
             };
-            if split_a {
-                for c in [na.left, na.right] {
-                    if meet(c, b) {
-                        stack.push((c, b));
-                    }
-                }
+            // Each child pair goes on and stays by its boxes' answer, without a branch on it.
+            let children = if split_a {
+                [(na.left, b), (na.right, b)]
             } else {
-                for c in [nb.left, nb.right] {
-                    if meet(a, c) {
-                        stack.push((a, c));
-                    }
-                }
+                [(a, nb.left), (a, nb.right)]
+            };
+            for (c, d) in children {
+                stack.push((c, d));
+                let keep = stack.len() - usize::from(!meet(c, d));
+                stack.truncate(keep);
             }
         }
     }
@@ -327,51 +325,62 @@ pub(crate) fn feature_pairs(
 ) {
     let ((ta, ba), (tb, bb)) = (a, b);
     let (tri_a, tri_b) = (ta.triangles[t as usize], tb.triangles[u as usize]);
-    // Owned nodes and edges come first in their lists, `NONE` after.
+    // Each candidate is written and kept by its test's answer, without a branch on it (the
+    // answers are as good as random to a predictor); owned nodes and edges come first in
+    // their lists, `NONE` after.
+    let mut found = [((false, 0, 0), [0; 4]); 15];
+    let mut n = 0;
     for &v in &ta.own_nodes[t as usize] {
         if v == NONE {
             break;
         }
-        if ba.nodes[v as usize].overlaps(&bb.triangles[u as usize]) {
-            let nodes = [
+        found[n] = (
+            (false, v, u + off.triangles),
+            [
                 v,
                 tri_b[0] + off.nodes,
                 tri_b[1] + off.nodes,
                 tri_b[2] + off.nodes,
-            ];
-            out.push(((false, v, u + off.triangles), nodes));
-        }
+            ],
+        );
+        n += usize::from(ba.nodes[v as usize].overlaps(&bb.triangles[u as usize]));
     }
     for &v in &tb.own_nodes[u as usize] {
         if v == NONE {
             break;
         }
-        if bb.nodes[v as usize].overlaps(&ba.triangles[t as usize]) {
-            let nodes = [v + off.nodes, tri_a[0], tri_a[1], tri_a[2]];
-            out.push(((false, v + off.nodes, t), nodes));
-        }
+        found[n] = (
+            (false, v + off.nodes, t),
+            [v + off.nodes, tri_a[0], tri_a[1], tri_a[2]],
+        );
+        n += usize::from(bb.nodes[v as usize].overlaps(&ba.triangles[t as usize]));
     }
-    if edges == EdgePairs::Border && !ta.owns_border[t as usize] && !tb.owns_border[u as usize] {
-        return;
-    }
-    for &e in &ta.own_edges[t as usize] {
-        if e == NONE {
-            break;
-        }
-        let border = edges == EdgePairs::All || ta.border[e as usize];
-        for &f in &tb.own_edges[u as usize] {
-            if f == NONE {
+    if edges == EdgePairs::All || ta.owns_border[t as usize] || tb.owns_border[u as usize] {
+        for &e in &ta.own_edges[t as usize] {
+            if e == NONE {
                 break;
             }
-            if (border || tb.border[f as usize])
-                && ba.edges[e as usize].overlaps(&bb.edges[f as usize])
-            {
-                let (ea, fb) = (ta.edges[e as usize], tb.edges[f as usize]);
-                let nodes = [ea[0], ea[1], fb[0] + off.nodes, fb[1] + off.nodes];
-                out.push(((true, e, f + off.edges), nodes));
+            let (ea, border) = (
+                ta.edges[e as usize],
+                edges == EdgePairs::All || ta.border[e as usize],
+            );
+            for &f in &tb.own_edges[u as usize] {
+                if f == NONE {
+                    break;
+                }
+                let fb = tb.edges[f as usize];
+                found[n] = (
+                    (true, e, f + off.edges),
+                    [ea[0], ea[1], fb[0] + off.nodes, fb[1] + off.nodes],
+                );
+                n += usize::from(
+                    (border | tb.border[f as usize])
+                        & ba.edges[e as usize].overlaps(&bb.edges[f as usize]),
+                );
             }
         }
     }
+    out.extend_from_slice(&found[..n]);
 }
 
 /// Sends the free nodes (`fixed` false) of every pair of `pairs` whose features cross while
