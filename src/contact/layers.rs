@@ -40,8 +40,8 @@ use crate::bounds::Aabb;
 use crate::error::ClothError;
 use crate::model::ClothModel;
 use crate::self_contact::{
-    CCD_EPS, EdgePairs, Offsets, RawPair, SelfContact, SweptBoxes, edges_may_act, feature_pairs,
-    rewind_crossings, triangle_pairs_between, triangles_intersect,
+    CCD_EPS, EdgePairs, Offsets, RawPair, SelfContact, SelfTopology, SweptBoxes, edges_may_act,
+    feature_pairs, rewind_crossings, triangle_pairs_between, triangles_intersect,
 };
 
 /// How layered cloths meet. Plain data.
@@ -402,10 +402,7 @@ impl LayerContact {
         self.raw.clear();
         self.triangle_pairs.clear();
         for (p, &[a, b]) in self.near.iter().enumerate() {
-            let (ma, mb) = (
-                (model(a).self_topology(), &self.boxes[a]),
-                (model(b).self_topology(), &self.boxes[b]),
-            );
+            let (ma, mb) = meshes(model, &self.boxes, a, b);
             let off = between(self.offsets[a], self.offsets[b]);
             let from = self.raw.len();
             let (raw, pairs) = (&mut self.raw, &mut self.triangle_pairs);
@@ -438,10 +435,7 @@ impl LayerContact {
         if held {
             let mut from = 0;
             for (p, &[a, b]) in self.near.iter().enumerate() {
-                let (ma, mb) = (
-                    (model(a).self_topology(), &self.tight[a]),
-                    (model(b).self_topology(), &self.tight[b]),
-                );
+                let (ma, mb) = meshes(model, &self.tight, a, b);
                 let off = between(self.offsets[a], self.offsets[b]);
                 let start = self.raw.len();
                 let to = from
@@ -456,10 +450,7 @@ impl LayerContact {
             }
         } else {
             for &[a, b] in &self.near {
-                let (ma, mb) = (
-                    (model(a).self_topology(), &self.tight[a]),
-                    (model(b).self_topology(), &self.tight[b]),
-                );
+                let (ma, mb) = meshes(model, &self.tight, a, b);
                 let off = between(self.offsets[a], self.offsets[b]);
                 let start = self.raw.len();
                 let raw = &mut self.raw;
@@ -564,6 +555,25 @@ impl LayerContact {
             .saturating_sub(1)
     }
 }
+
+/// Cloths `a` and `b` of a group, each its render mesh's topology with its boxes of `boxes`.
+fn meshes<'m, 'b>(
+    model: &impl Fn(usize) -> &'m ClothModel,
+    boxes: &'b [SweptBoxes],
+    a: usize,
+    b: usize,
+) -> MeshPair<'m, 'b> {
+    (
+        (model(a).self_topology(), &boxes[a]),
+        (model(b).self_topology(), &boxes[b]),
+    )
+}
+
+/// Two cloths' render mesh topologies with their swept boxes.
+type MeshPair<'m, 'b> = (
+    (&'m SelfTopology, &'b SweptBoxes),
+    (&'m SelfTopology, &'b SweptBoxes),
+);
 
 /// Cloth `b`'s offsets after cloth `a`'s (both in group numbering).
 fn between(a: Offsets, b: Offsets) -> Offsets {
