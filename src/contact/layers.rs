@@ -315,22 +315,12 @@ impl LayerContact {
         &self.force[self.range(k)]
     }
 
-    /// Copies cloth `k`'s positions into the group's `x` (or, with `start`, its substep's
-    /// start).
-    fn gather(&mut self, k: usize, x: &[DVec3], start: bool) {
-        let r = self.range(k);
-        if start {
-            self.x_start[r].copy_from_slice(x);
-        } else {
-            self.x[r].copy_from_slice(x);
-        }
-    }
-
     /// Sets cloth `k`'s positions at the substep's start and where it is headed (its
     /// prediction, pins at their targets), before [`LayerContact::prepare`].
     pub(crate) fn set_substep(&mut self, k: usize, x_start: &[DVec3], heading: &[DVec3]) {
-        self.gather(k, x_start, true);
-        self.gather(k, heading, false);
+        let r = self.range(k);
+        self.x_start[r.clone()].copy_from_slice(x_start);
+        self.x[r].copy_from_slice(heading);
     }
 
     /// The substep's pairs (after [`LayerContact::set_substep`] for every cloth): the swept
