@@ -40,8 +40,8 @@ use crate::bounds::Aabb;
 use crate::error::ClothError;
 use crate::model::ClothModel;
 use crate::self_contact::{
-    CCD_EPS, EdgePairs, Offsets, RawPair, SelfContact, SelfTopology, SweptBoxes, edges_may_act,
-    feature_pairs, rewind_crossings, triangle_pairs_between, triangles_intersect,
+    CCD_EPS, EdgePairs, Offsets, RawPair, SelfContact, SelfTopology, SweptBoxes, at4,
+    edges_may_act, feature_pairs, rewind_crossings, triangle_pairs_between, triangles_intersect,
 };
 
 /// How layered cloths meet. Plain data.
@@ -344,8 +344,7 @@ impl LayerContact {
             if nodes.iter().all(|&k| self.pinned[k as usize]) {
                 continue;
             }
-            let p0 = nodes.map(|k| self.x_start[k as usize]);
-            let p1 = nodes.map(|k| self.x[k as usize]);
+            let (p0, p1) = (at4(&self.x_start, nodes), at4(&self.x, nodes));
             // Edge-edge pairs only with a border edge (`EdgePairs::Border`), and of those
             // only where their closest points lie inside both edges or their paths cross
             // (elsewhere the closest points are a node's, which its point-triangle pairs
@@ -388,6 +387,7 @@ impl LayerContact {
             &self.offsets,
             (&self.x_start, &self.x),
             margin,
+            true,
         );
         self.raw.clear();
         self.triangle_pairs.clear();
@@ -410,6 +410,10 @@ impl LayerContact {
     /// ([`SweptBoxes::hold`]), every such pair of triangles is among the substep's
     /// [`LayerContact::triangle_pairs`], which are tested instead of a second traversal.
     fn last_broad_phase<'m>(&mut self, model: &impl Fn(usize) -> &'m ClothModel) {
+        let held = (0..self.offsets.len()).all(|k| {
+            !self.near.iter().any(|p| p.contains(&k)) || self.boxes[k].hold(&self.x[self.range(k)])
+        });
+        // Held, the listed pairs of triangles are tested by their boxes alone: no hierarchy.
         fill_boxes(
             &mut self.tight,
             &self.near,
@@ -417,10 +421,8 @@ impl LayerContact {
             &self.offsets,
             (&self.x_start, &self.x),
             CCD_EPS,
+            !held,
         );
-        let held = (0..self.offsets.len()).all(|k| {
-            !self.near.iter().any(|p| p.contains(&k)) || self.boxes[k].hold(&self.x[self.range(k)])
-        });
         self.raw.clear();
         if held {
             let mut from = 0;
@@ -595,12 +597,18 @@ fn fill_boxes<'m>(
     offsets: &[Offsets],
     x: (&[DVec3], &[DVec3]),
     margin: f64,
+    refit: bool,
 ) {
     for (k, b) in boxes.iter_mut().enumerate().take(offsets.len()) {
         if near.iter().any(|p| p.contains(&k)) {
             let end = offsets.get(k + 1).map_or(x.0.len(), |o| o.nodes as usize);
             let r = offsets[k].nodes as usize..end;
-            b.fill(model(k).self_topology(), &x.0[r.clone()], &x.1[r], margin);
+            let topo = model(k).self_topology();
+            if refit {
+                b.fill(topo, &x.0[r.clone()], &x.1[r], margin);
+            } else {
+                b.fill_leaves(topo, &x.0[r.clone()], &x.1[r], margin);
+            }
         }
     }
 }

@@ -310,6 +310,18 @@ pub(crate) fn triangle_pairs_between(
     ta.overlapping_between(&ba.bvh, tb, &bb.bvh, stack, f);
 }
 
+/// The positions in `x` of a pair's four nodes (written out: `[T; 4]::map` went through the
+/// stack, a copy a pair in the layers' broad phase).
+#[inline(always)]
+pub(crate) fn at4(x: &[DVec3], nodes: [u32; 4]) -> [DVec3; 4] {
+    [
+        x[nodes[0] as usize],
+        x[nodes[1] as usize],
+        x[nodes[2] as usize],
+        x[nodes[3] as usize],
+    ]
+}
+
 /// The feature pairs between triangle `t` of mesh `a` and triangle `u` of mesh `b` (numbered
 /// after `a` by `off`) whose swept boxes meet, with their nodes: `t`'s own nodes against `u`,
 /// `u`'s own nodes against `t`, and `t`'s own edges against `u`'s (those `edges` lists). Over
@@ -326,34 +338,34 @@ pub(crate) fn feature_pairs(
     let ((ta, ba), (tb, bb)) = (a, b);
     let (tri_a, tri_b) = (ta.triangles[t as usize], tb.triangles[u as usize]);
     // Each candidate is written and kept by its test's answer, without a branch on it (the
-    // answers are as good as random to a predictor); owned nodes and edges come first in
-    // their lists, `NONE` after.
-    let mut found = [((false, 0, 0), [0; 4]); 15];
-    let mut n = 0;
+    // answers are as good as random to a predictor): pushed, then dropped again when its
+    // boxes miss. Owned nodes and edges come first in their lists, `NONE` after.
+    let keep = |out: &mut Vec<(RawPair, [u32; 4])>, pair: (RawPair, [u32; 4]), meets: bool| {
+        out.push(pair);
+        let len = out.len() - usize::from(!meets);
+        out.truncate(len);
+    };
+    let tri_b_nodes = tri_b.map(|k| k + off.nodes);
+    let (box_u, box_t) = (&bb.triangles[u as usize], &ba.triangles[t as usize]);
     for &v in &ta.own_nodes[t as usize] {
         if v == NONE {
             break;
         }
-        found[n] = (
+        let pair = (
             (false, v, u + off.triangles),
-            [
-                v,
-                tri_b[0] + off.nodes,
-                tri_b[1] + off.nodes,
-                tri_b[2] + off.nodes,
-            ],
+            [v, tri_b_nodes[0], tri_b_nodes[1], tri_b_nodes[2]],
         );
-        n += usize::from(ba.nodes[v as usize].overlaps(&bb.triangles[u as usize]));
+        keep(out, pair, ba.nodes[v as usize].overlaps(box_u));
     }
     for &v in &tb.own_nodes[u as usize] {
         if v == NONE {
             break;
         }
-        found[n] = (
+        let pair = (
             (false, v + off.nodes, t),
             [v + off.nodes, tri_a[0], tri_a[1], tri_a[2]],
         );
-        n += usize::from(bb.nodes[v as usize].overlaps(&ba.triangles[t as usize]));
+        keep(out, pair, bb.nodes[v as usize].overlaps(box_t));
     }
     if edges == EdgePairs::All || ta.owns_border[t as usize] || tb.owns_border[u as usize] {
         for &e in &ta.own_edges[t as usize] {
@@ -369,18 +381,16 @@ pub(crate) fn feature_pairs(
                     break;
                 }
                 let fb = tb.edges[f as usize];
-                found[n] = (
+                let pair = (
                     (true, e, f + off.edges),
                     [ea[0], ea[1], fb[0] + off.nodes, fb[1] + off.nodes],
                 );
-                n += usize::from(
-                    (border | tb.border[f as usize])
-                        & ba.edges[e as usize].overlaps(&bb.edges[f as usize]),
-                );
+                let meets = (border | tb.border[f as usize])
+                    & ba.edges[e as usize].overlaps(&bb.edges[f as usize]);
+                keep(out, pair, meets);
             }
         }
     }
-    out.extend_from_slice(&found[..n]);
 }
 
 /// Sends the free nodes (`fixed` false) of every pair of `pairs` whose features cross while
@@ -400,8 +410,7 @@ pub(crate) fn rewind_crossings(
         changed = false;
         round += 1;
         for &(ee, nodes) in pairs {
-            let p0 = nodes.map(|k| x_start[k as usize]);
-            let p1 = nodes.map(|k| x[k as usize]);
+            let (p0, p1) = (at4(x_start, nodes), at4(x, nodes));
             let Some(t) = crossing_time(ee, p0, p1, CCD_EPS) else {
                 continue;
             };
@@ -857,22 +866,41 @@ pub(crate) struct SweptBoxes {
 impl SweptBoxes {
     /// The boxes of `topo`'s features moving from `x0` to `x1`, grown by `margin`.
     pub(crate) fn fill(&mut self, topo: &SelfTopology, x0: &[DVec3], x1: &[DVec3], margin: f64) {
-        let swept = |nodes: &[u32]| {
-            let mut b = Aabb::EMPTY;
-            for &k in nodes {
-                b.grow(x0[k as usize]);
-                b.grow(x1[k as usize]);
-            }
-            b.inflate(margin)
-        };
-        self.nodes.clear();
-        self.nodes.extend((0..x0.len() as u32).map(|i| swept(&[i])));
-        self.edges.clear();
-        self.edges.extend(topo.edges.iter().map(|e| swept(e)));
-        self.triangles.clear();
-        self.triangles
-            .extend(topo.triangles.iter().map(|t| swept(t)));
+        self.fill_leaves(topo, x0, x1, margin);
         topo.refit(&self.triangles, &mut self.bvh);
+    }
+
+    /// [`SweptBoxes::fill`] without the hierarchy's refit: the nodes', edges' and triangles'
+    /// boxes only (for pairs of triangles already listed). A feature's box is the union of
+    /// its nodes' (the same box as grown from their positions: rounding keeps the order).
+    pub(crate) fn fill_leaves(
+        &mut self,
+        topo: &SelfTopology,
+        x0: &[DVec3],
+        x1: &[DVec3],
+        margin: f64,
+    ) {
+        self.nodes.clear();
+        self.nodes.extend(x0.iter().zip(x1).map(|(&a, &b)| {
+            Aabb {
+                min: a.min(b),
+                max: a.max(b),
+            }
+            .inflate(margin)
+        }));
+        let n = &self.nodes;
+        self.edges.clear();
+        self.edges.extend(
+            topo.edges
+                .iter()
+                .map(|e| n[e[0] as usize].union(n[e[1] as usize])),
+        );
+        self.triangles.clear();
+        self.triangles.extend(topo.triangles.iter().map(|t| {
+            n[t[0] as usize]
+                .union(n[t[1] as usize])
+                .union(n[t[2] as usize])
+        }));
     }
 
     /// Whether triangle `t`'s box meets triangle `u`'s of `other`.
@@ -1010,7 +1038,7 @@ impl SelfContact {
                 if nodes.iter().all(|&k| pinned[k as usize]) {
                     continue;
                 }
-                let at = |x: &[DVec3]| -> [DVec3; 4] { nodes.map(|k| x[k as usize]) };
+                let at = |x: &[DVec3]| -> [DVec3; 4] { at4(x, nodes) };
                 if self.admit(r, nodes, at(x_start), at(x_pred), thickness, 0.0)
                     && distance(r.0, at(rest)) < thickness
                 {
@@ -1102,7 +1130,7 @@ impl SelfContact {
                 continue;
             }
             p.measured_at = self.moved;
-            let pos = p.nodes.map(|k| x[k as usize]);
+            let pos = at4(x, p.nodes);
             let (dist, n, coef, own_side) = sided_geometry(p.edge_edge, p.side, pos);
             p.own_side = own_side;
             p.gap = dist - p.thickness;
@@ -1266,7 +1294,7 @@ impl SelfContact {
                 {
                     continue;
                 }
-                let pos = p.nodes.map(|k| x[k as usize]);
+                let pos = at4(x, p.nodes);
                 let (dist, n, coef) = signed_geometry(p.edge_edge, p.side, pos);
                 let gap = dist - p.thickness;
                 if gap >= 0.0 {
@@ -1735,7 +1763,7 @@ mod tests {
             sc.broad_phase(&topo, &x0, &x1, thickness);
             for r in std::mem::take(&mut sc.raw) {
                 let nodes = sc.nodes_of(&topo, r);
-                let at = |x: &[DVec3]| nodes.map(|k| x[k as usize]);
+                let at = |x: &[DVec3]| at4(x, nodes);
                 sc.admit(r, nodes, at(&x0), at(&x1), thickness, 0.0);
             }
         };
