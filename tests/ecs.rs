@@ -559,3 +559,34 @@ fn pin_exclusions_follow_the_bones_colliders() {
             .is_empty()
     );
 }
+
+/// `ClothLod::set_budget` takes a new frame budget and keeps the ladder: a budget of the same
+/// ladder is taken (and read back), one of another ladder or an invalid one is refused with a
+/// typed error and leaves the budget as it was.
+#[test]
+fn a_level_of_detail_budget_changes_but_not_its_ladder() {
+    use isocloth::ClothError;
+    use isocloth::ecs::ClothLod;
+    use isocloth::lod::{ClothBudget, Rung};
+    let mut lod = ClothLod::new(ClothBudget::default()).unwrap();
+    let tighter = ClothBudget {
+        frame_ms: 0.5,
+        ..ClothBudget::default()
+    };
+    lod.set_budget(tighter.clone()).unwrap();
+    assert_eq!(lod.budget(), &tighter);
+    let other_ladder = ClothBudget {
+        ladder: vec![Rung::FollowSkin],
+        ..ClothBudget::default()
+    };
+    assert!(matches!(
+        lod.set_budget(other_ladder),
+        Err(ClothError::InvalidSetting { name: "ladder", .. })
+    ));
+    let invalid = ClothBudget {
+        frame_ms: -1.0,
+        ..ClothBudget::default()
+    };
+    assert!(lod.set_budget(invalid).is_err());
+    assert_eq!(lod.budget(), &tighter);
+}

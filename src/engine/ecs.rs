@@ -1199,6 +1199,28 @@ impl ClothLod {
         })
     }
 
+    /// The budget the plan fills.
+    pub fn budget(&self) -> &ClothBudget {
+        self.scheduler.budget()
+    }
+
+    /// Replaces the budget (a game's settings menu, a platform's figure measured at start),
+    /// keeping every cloth's rung and cost estimates; the next plan fills the new one. The
+    /// ladder must stay the one the cloths' models were built for
+    /// ([`ClothError::InvalidSetting`] otherwise: a ladder of other rungs needs a new
+    /// `ClothLod`), and the budget must validate ([`ClothBudget::validate`]).
+    pub fn set_budget(&mut self, budget: ClothBudget) -> Result<(), ClothError> {
+        if budget.ladder != self.scheduler.budget().ladder {
+            return Err(ClothError::InvalidSetting {
+                name: "ladder",
+                reason: "ClothLod::set_budget keeps the ladder its cloths' models were built for; \
+                         make a new ClothLod for another ladder"
+                    .into(),
+            });
+        }
+        self.scheduler.set_budget(budget)
+    }
+
     /// The rung (index into the budget's ladder) a cloth entity runs at this tick.
     pub fn rung_of(&self, entity: Entity) -> Option<usize> {
         self.tracked
