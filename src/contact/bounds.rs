@@ -23,6 +23,14 @@ impl Aabb {
         max: DVec3::splat(f64::NEG_INFINITY),
     };
 
+    /// The box of the segment from `a` to `b` (a node's path over a substep).
+    pub fn spanning(a: DVec3, b: DVec3) -> Aabb {
+        Aabb {
+            min: a.min(b),
+            max: a.max(b),
+        }
+    }
+
     /// Grows the box to hold `p`.
     pub fn grow(&mut self, p: DVec3) {
         self.min = self.min.min(p);

@@ -822,6 +822,21 @@ pub(crate) struct Pair {
     own_side: bool,
 }
 
+impl Pair {
+    /// Whether the pair is certainly still apart with the nodes moved `moved` in all
+    /// ([`SelfContact::moved`]): neither pushing nor engaged, on the side it began on, and its
+    /// gap when last measured more than twice how far any node moved since. There its signed
+    /// distance is the distance between its features, which changes by at most twice that.
+    /// (On the other side, beside the triangle, a small step into its prism turns the distance
+    /// negative.)
+    fn stays_apart(&self, moved: f64) -> bool {
+        self.force == 0.0
+            && !self.engaged
+            && self.own_side
+            && self.gap - 2.0 * (moved - self.measured_at) > 0.0
+    }
+}
+
 /// A pair found by a broad phase before its narrow test: (edge-edge, first, second) with
 /// `first` a node or an edge and `second` a triangle or an edge.
 pub(crate) type RawPair = (bool, u32, u32);
@@ -881,13 +896,11 @@ impl SweptBoxes {
         margin: f64,
     ) {
         self.nodes.clear();
-        self.nodes.extend(x0.iter().zip(x1).map(|(&a, &b)| {
-            Aabb {
-                min: a.min(b),
-                max: a.max(b),
-            }
-            .inflate(margin)
-        }));
+        self.nodes.extend(
+            x0.iter()
+                .zip(x1)
+                .map(|(&a, &b)| Aabb::spanning(a, b).inflate(margin)),
+        );
         let n = &self.nodes;
         self.edges.clear();
         self.edges.extend(
@@ -1117,16 +1130,8 @@ impl SelfContact {
     pub(crate) fn measure(&mut self, x: &[DVec3]) -> usize {
         let mut engaged = 0;
         for p in &mut self.pairs {
-            // A pair neither pushing nor engaged, on the side it began on, stays apart while
-            // its gap exceeds twice the farthest any node moved since it was measured: there
-            // its signed distance is the distance between its features, which changes by at
-            // most twice that. (On the other side, beside the triangle, a small step into its
-            // prism turns the distance negative.)
-            if p.force == 0.0
-                && !p.engaged
-                && p.own_side
-                && p.gap - 2.0 * (self.moved - p.measured_at) > 0.0
-            {
+            // Not measured while it certainly stays apart (`Pair::stays_apart`).
+            if p.stays_apart(self.moved) {
                 continue;
             }
             p.measured_at = self.moved;
@@ -1281,17 +1286,12 @@ impl SelfContact {
             }
         };
         let mut pushes = 0;
-        // As in `measure`: a pair apart when last measured, on its side, cannot be within the
-        // thickness while its gap exceeds twice how far any node has moved since (the pushes
-        // here included).
+        // As in `measure` (`Pair::stays_apart`), the pushes here counted in how far the nodes
+        // moved.
         let mut moved = self.moved;
         for _ in 0..2 {
             for p in &self.pairs {
-                if p.force == 0.0
-                    && !p.engaged
-                    && p.own_side
-                    && p.gap - 2.0 * (moved - p.measured_at) > 0.0
-                {
+                if p.stays_apart(moved) {
                     continue;
                 }
                 let pos = at4(x, p.nodes);

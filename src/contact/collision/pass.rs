@@ -493,10 +493,7 @@ impl ContactPass {
         slack: f64,
         exclusions: &BodyExclusions,
     ) {
-        let node = Aabb {
-            min: a.min(b) - DVec3::splat(slack),
-            max: a.max(b) + DVec3::splat(slack),
-        };
+        let node = Aabb::spanning(a, b).inflate(slack);
         for &c in &self.near {
             if self.swept[c as usize].overlaps(&node) && !exclusions.excludes(i, c) {
                 let warm = self.warm_body[i as usize] == c;
@@ -988,10 +985,7 @@ impl ContactPass {
                     continue;
                 }
                 let (a, b) = (x_start[i], x[i]);
-                let path = Aabb {
-                    min: a.min(b),
-                    max: a.max(b),
-                };
+                let path = Aabb::spanning(a, b);
                 if !swept.overlaps(&path) {
                     continue;
                 }
