@@ -1,4 +1,4 @@
-//! Layers: a character with a skirt and a cape over it walks, runs, stops and sits down (10 s), with cloth-against-cloth contact on and off (about 20 s).
+//! Layers: a character with a skirt and a cape over it walks, runs, stops and sits down (10 s), with cloth-against-cloth contact on and off (four runs interleaved frame by frame, about 16 s).
 //!
 //! Layers (`isocloth::layers`, `isocloth::layering`): two cloths on the procedural character
 //! of `isocloth::rig`, stepped as one layer group. Two scenes (`--scene`):
@@ -30,7 +30,10 @@
 //! scene, per run `crossings`, `crossing_frames`, `min_separation_m`, each cloth's
 //! `<name>_max_strain`, `max_strain`, `step_ms_median` (the two cloths' frame), and
 //! `strain_ratio` (each cloth's max strain with layers over its value alone; the larger of
-//! the two).
+//! the two) and `step_ratio` (the layered step's median over the two alone runs' medians
+//! summed). The four runs are interleaved frame by frame (each first in turn), so their frame
+//! times see the same machine: a machine whose speed drifts over seconds moves every run's
+//! median alike and leaves `step_ratio` steady.
 //!
 //! Run: `cargo run --release --example layers [-- --scene skirt|mantle] [--preset
 //! mobile|console|desktop]` (default skirt, console).
@@ -224,151 +227,204 @@ fn render_triangles(cloth: &Cloth) -> &[[u32; 3]] {
     cloth.model().mesh().render_triangles()
 }
 
-fn run(
+/// One run of the clip: its own character, colliders and cloths, stepped a frame at a time
+/// ([`Sim::frame`]) so that `main` can interleave the four runs frame by frame: each run's
+/// frame times then see the same machine (this machine's speed drifts over seconds), and the
+/// step ratio compares like with like.
+struct Sim {
     scene: Scene,
     which: Run,
-    settings: SolverSettings,
-    shots: &mut Vec<Shot>,
-) -> Result<Figures, Box<dyn std::error::Error>> {
-    let mut rig = CharacterRig::new(scene.animation(), DVec3::ZERO, 0.0);
-    let mut poses = Vec::new();
-    rig.poses(&mut poses);
-    let mut colliders = ColliderSet::new();
-    colliders.add(ColliderShape::Plane, Pose::IDENTITY)?;
-    let mut bone_ids: Vec<(usize, ColliderId, Pose)> = Vec::new();
-    for (b, pose) in poses.iter().enumerate().take(BONES.len()) {
-        if let Some((shape, offset)) = CharacterRig::bone_collider(b) {
-            let id = colliders.add(shape, pose.mul(&offset))?;
-            bone_ids.push((b, id, offset));
-        }
-    }
-    let (seat_shape, _) = rig.seat();
-    let hidden = Pose::from_translation(DVec3::new(0.0, -5.0, 0.0));
-    let seat = colliders.add(seat_shape.clone(), hidden)?;
-    let mut seated = false;
+    rig: CharacterRig,
+    poses: Vec<Pose>,
+    colliders: ColliderSet,
+    bone_ids: Vec<(usize, ColliderId, Pose)>,
+    seat_shape: ColliderShape,
+    seat: ColliderId,
+    seated: bool,
+    inner_att: Attachments,
+    outer_att: Attachments,
+    layers: ClothLayers,
+    cloths: Vec<Cloth>,
+    reports: Vec<StepReport>,
+    fig: Figures,
+    shots: Vec<Shot>,
+}
 
-    let (inner, mut inner_att, outer, mut outer_att) = match scene {
-        Scene::Skirt => {
-            let skirt = skirt(settings)?;
-            let pelvis = bone("pelvis").ok_or("no pelvis")? as u32;
-            let ring: Vec<(u32, Vec<Influence>)> = skirt
-                .pins()
-                .iter()
-                .map(|&n| {
-                    (
-                        n,
-                        vec![Influence {
-                            bone: pelvis,
-                            weight: 1.0,
-                        }],
-                    )
-                })
-                .collect();
-            // The cape's inertia scales (`demo_cape_attachments`: linear 0.8, angular 0.6),
-            // so that the part of the pelvis's motion both cloths are carried by rigidly
-            // before each step is the same: a carry that differed would move one layer
-            // through the other outside the step, where no contact sees it.
-            let rigid = AttachmentSettings {
-                rigid_pins: true,
-                linear_inertia: 0.8,
-                angular_inertia: 0.6,
-                ..Default::default()
-            };
-            let skirt_att = Attachments::bind(&skirt, &ring, &poses, 0, rigid)?;
-            let cape = cape(settings, true)?;
-            let cape_att = demo_cape_attachments(&cape, &poses)?;
-            (skirt, skirt_att, cape, cape_att)
-        }
-        Scene::Mantle => {
-            let cape = cape(settings, false)?;
-            let cape_att = demo_cape_attachments(&cape, &poses)?;
-            let mantle = mantle(settings)?;
-            let mantle_att = demo_cape_attachments(&mantle, &poses)?;
-            (cape, cape_att, mantle, mantle_att)
-        }
-    };
-    let layers_on = which == Run::Layers;
-    let mut cloths: Vec<Cloth> = match which {
-        Run::Layers | Run::Off => vec![inner, outer],
-        Run::InnerAlone => vec![inner],
-        Run::OuterAlone => vec![outer],
-    };
-    let has_inner = which != Run::OuterAlone;
-    let has_outer = which != Run::InnerAlone;
-    let mut layers = ClothLayers::new(LayerSettings::default(), cloths.len(), &[])?;
-    if layers_on {
-        layers = ClothLayers::new(LayerSettings::default(), 2, &[[0, 1]])?;
-    }
-    let mut reports: Vec<StepReport> = Vec::new();
-    let mut fig = Figures {
-        min_separation_m: f64::INFINITY,
-        ..Default::default()
-    };
-    for frame in 0..FRAMES {
-        rig.advance(DT);
+impl Sim {
+    fn new(
+        scene: Scene,
+        which: Run,
+        settings: SolverSettings,
+    ) -> Result<Self, Box<dyn std::error::Error>> {
+        let rig = CharacterRig::new(scene.animation(), DVec3::ZERO, 0.0);
+        let mut poses = Vec::new();
         rig.poses(&mut poses);
-        for &(b, id, offset) in &bone_ids {
-            colliders.set_pose(id, poses[b].mul(&offset))?;
+        let mut colliders = ColliderSet::new();
+        colliders.add(ColliderShape::Plane, Pose::IDENTITY)?;
+        let mut bone_ids: Vec<(usize, ColliderId, Pose)> = Vec::new();
+        for (b, pose) in poses.iter().enumerate().take(BONES.len()) {
+            if let Some((shape, offset)) = CharacterRig::bone_collider(b) {
+                let id = colliders.add(shape, pose.mul(&offset))?;
+                bone_ids.push((b, id, offset));
+            }
         }
-        if scene == Scene::Skirt && !seated && rig.time() >= SEAT_AT {
-            colliders.teleport(seat, rig.seat().1)?;
-            seated = true;
+        let (seat_shape, _) = rig.seat();
+        let hidden = Pose::from_translation(DVec3::new(0.0, -5.0, 0.0));
+        let seat = colliders.add(seat_shape.clone(), hidden)?;
+
+        let (inner, inner_att, outer, outer_att) = match scene {
+            Scene::Skirt => {
+                let skirt = skirt(settings)?;
+                let pelvis = bone("pelvis").ok_or("no pelvis")? as u32;
+                let ring: Vec<(u32, Vec<Influence>)> = skirt
+                    .pins()
+                    .iter()
+                    .map(|&n| {
+                        (
+                            n,
+                            vec![Influence {
+                                bone: pelvis,
+                                weight: 1.0,
+                            }],
+                        )
+                    })
+                    .collect();
+                // The cape's inertia scales (`demo_cape_attachments`: linear 0.8, angular 0.6),
+                // so that the part of the pelvis's motion both cloths are carried by rigidly
+                // before each step is the same: a carry that differed would move one layer
+                // through the other outside the step, where no contact sees it.
+                let rigid = AttachmentSettings {
+                    rigid_pins: true,
+                    linear_inertia: 0.8,
+                    angular_inertia: 0.6,
+                    ..Default::default()
+                };
+                let skirt_att = Attachments::bind(&skirt, &ring, &poses, 0, rigid)?;
+                let cape = cape(settings, true)?;
+                let cape_att = demo_cape_attachments(&cape, &poses)?;
+                (skirt, skirt_att, cape, cape_att)
+            }
+            Scene::Mantle => {
+                let cape = cape(settings, false)?;
+                let cape_att = demo_cape_attachments(&cape, &poses)?;
+                let mantle = mantle(settings)?;
+                let mantle_att = demo_cape_attachments(&mantle, &poses)?;
+                (cape, cape_att, mantle, mantle_att)
+            }
+        };
+        let layers_on = which == Run::Layers;
+        let cloths: Vec<Cloth> = match which {
+            Run::Layers | Run::Off => vec![inner, outer],
+            Run::InnerAlone => vec![inner],
+            Run::OuterAlone => vec![outer],
+        };
+        let layers = if layers_on {
+            ClothLayers::new(LayerSettings::default(), 2, &[[0, 1]])?
+        } else {
+            ClothLayers::new(LayerSettings::default(), cloths.len(), &[])?
+        };
+        Ok(Self {
+            scene,
+            which,
+            rig,
+            poses,
+            colliders,
+            bone_ids,
+            seat_shape,
+            seat,
+            seated: false,
+            inner_att,
+            outer_att,
+            layers,
+            cloths,
+            reports: Vec::new(),
+            fig: Figures {
+                min_separation_m: f64::INFINITY,
+                ..Default::default()
+            },
+            shots: Vec::new(),
+        })
+    }
+
+    /// Plays frame `frame`: the character, the cloths' step (timed), the figures and, at
+    /// [`SHOTS`], a snapshot.
+    fn frame(&mut self, frame: usize) -> Result<(), Box<dyn std::error::Error>> {
+        let (scene, which, seat) = (self.scene, self.which, self.seat);
+        let layers_on = which == Run::Layers;
+        let has_inner = which != Run::OuterAlone;
+        let has_outer = which != Run::InnerAlone;
+        self.rig.advance(DT);
+        self.rig.poses(&mut self.poses);
+        for &(b, id, offset) in self.bone_ids.iter() {
+            self.colliders.set_pose(id, self.poses[b].mul(&offset))?;
+        }
+        if scene == Scene::Skirt && !self.seated && self.rig.time() >= SEAT_AT {
+            self.colliders.teleport(seat, self.rig.seat().1)?;
+            self.seated = true;
         }
         let mut k = 0;
         if has_inner {
-            inner_att.apply(&mut cloths[k], &poses)?;
+            self.inner_att.apply(&mut self.cloths[k], &self.poses)?;
             k += 1;
         }
         if has_outer {
-            outer_att.apply(&mut cloths[k], &poses)?;
+            self.outer_att.apply(&mut self.cloths[k], &self.poses)?;
         }
         let start = Instant::now();
         if layers_on {
-            layers.step(&mut cloths, DT, &colliders, &mut reports)?;
+            self.layers
+                .step(&mut self.cloths, DT, &self.colliders, &mut self.reports)?;
         } else {
-            for c in cloths.iter_mut() {
-                c.step_with(DT, &colliders)?;
+            for c in self.cloths.iter_mut() {
+                c.step_with(DT, &self.colliders)?;
             }
         }
-        fig.times_ms.push(start.elapsed().as_secs_f64() * 1e3);
-        colliders.finish_frame();
+        self.fig.times_ms.push(start.elapsed().as_secs_f64() * 1e3);
+        self.colliders.finish_frame();
         let strain = |c: &Cloth| c.measures().max_strain;
         match which {
             Run::Layers | Run::Off => {
-                let (a, b) = (&cloths[0], &cloths[1]);
+                let (a, b) = (&self.cloths[0], &self.cloths[1]);
                 let pair = (
                     (render_triangles(a), a.positions()),
                     (render_triangles(b), b.positions()),
                 );
                 let crossed = layer_crossings(pair.0, pair.1);
-                fig.crossings += crossed;
-                fig.crossing_frames += (crossed > 0) as usize;
-                fig.min_separation_m = fig
+                self.fig.crossings += crossed;
+                self.fig.crossing_frames += (crossed > 0) as usize;
+                self.fig.min_separation_m = self
+                    .fig
                     .min_separation_m
                     .min(layer_separation(pair.0, pair.1, 0.05));
-                fig.max_strain[0] = fig.max_strain[0].max(strain(a));
-                fig.max_strain[1] = fig.max_strain[1].max(strain(b));
+                self.fig.max_strain[0] = self.fig.max_strain[0].max(strain(a));
+                self.fig.max_strain[1] = self.fig.max_strain[1].max(strain(b));
             }
-            Run::InnerAlone => fig.max_strain[0] = fig.max_strain[0].max(strain(&cloths[0])),
-            Run::OuterAlone => fig.max_strain[1] = fig.max_strain[1].max(strain(&cloths[0])),
+            Run::InnerAlone => {
+                self.fig.max_strain[0] = self.fig.max_strain[0].max(strain(&self.cloths[0]))
+            }
+            Run::OuterAlone => {
+                self.fig.max_strain[1] = self.fig.max_strain[1].max(strain(&self.cloths[0]))
+            }
         }
         if matches!(which, Run::Layers | Run::Off) && SHOTS.contains(&frame) {
-            let target = rig.position + DVec3::new(0.0, 0.75, 0.0);
-            let yaw = DQuat::from_rotation_y(rig.heading);
+            let target = self.rig.position + DVec3::new(0.0, 0.75, 0.0);
+            let yaw = DQuat::from_rotation_y(self.rig.heading);
             let eye = target + yaw * DVec3::new(-1.3, 0.45, -1.6);
             let camera = Camera::look_at(eye, target, 0.8, 320, 240);
-            let mut bodies: Vec<(ColliderShape, Pose)> = bone_ids
+            let mut bodies: Vec<(ColliderShape, Pose)> = self
+                .bone_ids
                 .iter()
                 .filter_map(|&(b, _, offset)| {
-                    CharacterRig::bone_collider(b).map(|(s, _)| (s, poses[b].mul(&offset)))
+                    CharacterRig::bone_collider(b).map(|(s, _)| (s, self.poses[b].mul(&offset)))
                 })
                 .collect();
-            if seated {
-                bodies.push((seat_shape.clone(), rig.seat().1));
+            if self.seated {
+                bodies.push((self.seat_shape.clone(), self.rig.seat().1));
             }
             let colours = [(70.0, 120.0, 200.0), (190.0, 40.0, 45.0)];
-            shots.push(Shot {
-                cloths: cloths
+            self.shots.push(Shot {
+                cloths: self
+                    .cloths
                     .iter()
                     .zip(colours)
                     .map(|(c, tint)| {
@@ -381,11 +437,11 @@ fn run(
                     .collect(),
                 bodies,
                 camera,
-                ground: DVec3::new(rig.position.x, 0.0, rig.position.z),
+                ground: DVec3::new(self.rig.position.x, 0.0, self.rig.position.z),
             });
         }
+        Ok(())
     }
-    Ok(fig)
 }
 
 fn contact_sheet(shots: &[Shot], path: &std::path::Path) -> Result<(), Box<dyn std::error::Error>> {
@@ -454,11 +510,23 @@ fn main_inner() -> Result<(), Box<dyn std::error::Error>> {
     let settings = preset.settings(DT, DVec3::new(0.0, -9.81, 0.0))?;
     let out_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/isocloth");
     std::fs::create_dir_all(&out_dir)?;
-    let mut shots = Vec::new();
     let runs = [Run::Layers, Run::Off, Run::InnerAlone, Run::OuterAlone];
-    let mut figures = Vec::new();
+    let mut sims = Vec::new();
     for which in runs {
-        figures.push(run(scene, which, settings, &mut shots)?);
+        sims.push(Sim::new(scene, which, settings)?);
+    }
+    // The four runs interleaved frame by frame, each first in turn.
+    for frame in 0..FRAMES {
+        for k in 0..sims.len() {
+            let n = sims.len();
+            sims[(frame + k) % n].frame(frame)?;
+        }
+    }
+    let mut shots = Vec::new();
+    let mut figures = Vec::new();
+    for sim in sims {
+        shots.extend(sim.shots);
+        figures.push(sim.fig);
     }
     let sheet = out_dir.join(match scene {
         Scene::Skirt => "layers_contact_sheet.png".to_string(),
@@ -470,6 +538,10 @@ fn main_inner() -> Result<(), Box<dyn std::error::Error>> {
     let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::INFINITY };
     let strain_ratio = ratio(figures[0].max_strain[0], figures[2].max_strain[0])
         .max(ratio(figures[0].max_strain[1], figures[3].max_strain[1]));
+    let step_ratio = ratio(
+        figures[0].median_ms(),
+        figures[2].median_ms() + figures[3].median_ms(),
+    );
     println!(
         "{inner} under a {outer}, Animation::{:?} 10 s, preset {} ({} x {}), layer thickness {} m",
         scene.animation(),
@@ -515,6 +587,7 @@ fn main_inner() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     println!("strain with layers over strain alone (larger of the two cloths): {strain_ratio:.2}");
+    println!("layered step over the two cloths alone (medians, interleaved runs): {step_ratio:.2}");
     println!(
         "contact sheet (top: layers, bottom: off): {}",
         sheet.display()
@@ -544,7 +617,7 @@ fn main_inner() -> Result<(), Box<dyn std::error::Error>> {
         })
         .collect();
     println!(
-        "{{\"scene\":\"{}\",\"preset\":\"{}\",\"thickness_m\":{},\"frames\":{},\"crossings\":{},\"min_separation_m\":{},\"max_strain\":{:.6},\"step_ms_median\":{:.4},\"strain_ratio\":{:.4},\"runs\":{{{}}},\"contact_sheet\":\"{}\"}}",
+        "{{\"scene\":\"{}\",\"preset\":\"{}\",\"thickness_m\":{},\"frames\":{},\"crossings\":{},\"min_separation_m\":{},\"max_strain\":{:.6},\"step_ms_median\":{:.4},\"strain_ratio\":{:.4},\"step_ratio\":{:.4},\"runs\":{{{}}},\"contact_sheet\":\"{}\"}}",
         scene.name(),
         preset.name,
         thickness,
@@ -554,6 +627,7 @@ fn main_inner() -> Result<(), Box<dyn std::error::Error>> {
         figures[0].max_strain[0].max(figures[0].max_strain[1]),
         figures[0].median_ms(),
         strain_ratio,
+        step_ratio,
         per_run.join(","),
         sheet.display()
     );
