@@ -870,18 +870,30 @@ pub(crate) struct SelfContact {
 }
 
 /// Swept boxes of a mesh's nodes, triangles and edges, and its hierarchy refitted to them.
+///
+/// The boxes may be taken in a frame that moves by `shift` over the sweep (a node's box spans
+/// its start and its end less `shift`). Two points' distance at any moment of their linear
+/// paths is the same in every such frame, so boxes of the same `shift` meet wherever the
+/// features come near in the world; a shift near the features' common motion (two layers
+/// carried by a running character) keeps the boxes as small as their motion against each
+/// other.
 #[derive(Debug, Default)]
 pub(crate) struct SweptBoxes {
     nodes: Vec<Aabb>,
     triangles: Vec<Aabb>,
     edges: Vec<Aabb>,
     bvh: Vec<Aabb>,
+    shift: DVec3,
 }
 
+/// Positions at a sweep's start and end.
+pub(crate) type Sweep<'a> = (&'a [DVec3], &'a [DVec3]);
+
 impl SweptBoxes {
-    /// The boxes of `topo`'s features moving from `x0` to `x1`, grown by `margin`.
-    pub(crate) fn fill(&mut self, topo: &SelfTopology, x0: &[DVec3], x1: &[DVec3], margin: f64) {
-        self.fill_leaves(topo, x0, x1, margin);
+    /// The boxes of `topo`'s features moving from `x.0` to `x.1`, grown by `grow.0` (a
+    /// margin), in the frame moving by `grow.1` over the sweep (zero: the world's).
+    pub(crate) fn fill(&mut self, topo: &SelfTopology, x: Sweep<'_>, grow: (f64, DVec3)) {
+        self.fill_leaves(topo, x, grow);
         topo.refit(&self.triangles, &mut self.bvh);
     }
 
@@ -891,15 +903,15 @@ impl SweptBoxes {
     pub(crate) fn fill_leaves(
         &mut self,
         topo: &SelfTopology,
-        x0: &[DVec3],
-        x1: &[DVec3],
-        margin: f64,
+        (x0, x1): Sweep<'_>,
+        (margin, shift): (f64, DVec3),
     ) {
+        self.shift = shift;
         self.nodes.clear();
         self.nodes.extend(
             x0.iter()
                 .zip(x1)
-                .map(|(&a, &b)| Aabb::spanning(a, b).inflate(margin)),
+                .map(|(&a, &b)| Aabb::spanning(a, b - shift).inflate(margin)),
         );
         let n = &self.nodes;
         self.edges.clear();
@@ -921,16 +933,24 @@ impl SweptBoxes {
         self.triangles[t as usize].overlaps(&other.triangles[u as usize])
     }
 
-    /// Whether every node of `x` lies inside its box (shrunk by the continuous check's
-    /// tolerance): then every pair of features whose paths' boxes meet was found with them.
+    /// Whether every node of `x` (an end of the sweep, less the boxes' shift) lies inside its
+    /// box (shrunk by the continuous check's tolerance): then every pair of features whose
+    /// paths' boxes of the same shift meet was found with them.
     pub(crate) fn hold(&self, x: &[DVec3]) -> bool {
         self.nodes.len() == x.len()
             && self
                 .nodes
                 .iter()
                 .zip(x)
-                .all(|(b, p)| b.inflate(-CCD_EPS).contains(*p))
+                .all(|(b, p)| b.inflate(-CCD_EPS).contains(*p - self.shift))
     }
+}
+
+/// The mean of the nodes' motions from `x0` to `x1` (zero for no nodes): the shift that
+/// keeps their swept boxes small when they move together (see [`SweptBoxes`]).
+pub(crate) fn mean_motion(x0: &[DVec3], x1: &[DVec3]) -> DVec3 {
+    let sum: DVec3 = x1.iter().zip(x0).map(|(b, a)| *b - *a).sum();
+    sum / x0.len().max(1) as f64
 }
 
 /// How far beyond its predicted path a node may wander during the iterations and still meet
@@ -964,7 +984,11 @@ impl SelfContact {
     /// hierarchy refitted to them, and every pair of features whose boxes meet and that share
     /// no node into `raw`, each once (see [`SelfTopology`]).
     fn broad_phase(&mut self, topo: &SelfTopology, x0: &[DVec3], x1: &[DVec3], margin: f64) {
-        self.boxes.fill(topo, x0, x1, margin);
+        // In the frame of the cloth's mean motion (see `SweptBoxes`): a cloth carried by a
+        // running character moves centimetres a substep, its folds millimetres against
+        // each other.
+        self.boxes
+            .fill(topo, (x0, x1), (margin, mean_motion(x0, x1)));
         self.raw.clear();
         let (mut stack, boxes) = (
             std::mem::take(&mut self.stack),
@@ -1618,8 +1642,8 @@ mod tests {
     }
 
     /// The hierarchy's broad phase, with its ownership of features, finds exactly the pairs of
-    /// features (sharing no node) whose swept boxes meet, each once, as a search over all pairs
-    /// does.
+    /// features (sharing no node) whose swept boxes (in the frame of the sheet's mean motion,
+    /// see [`SweptBoxes`]) meet, each once, as a search over all pairs does.
     #[test]
     fn broad_phase_finds_every_pair_a_search_over_all_pairs_finds() {
         let (tris, x0, x1) = crumpled();
@@ -1632,11 +1656,12 @@ mod tests {
         let len = found.len();
         found.dedup();
         assert_eq!(found.len(), len, "a pair came twice");
+        let shift = mean_motion(&x0, &x1);
         let swept = |nodes: &[u32]| {
             let mut b = Aabb::EMPTY;
             for &k in nodes {
                 b.grow(x0[k as usize]);
-                b.grow(x1[k as usize]);
+                b.grow(x1[k as usize] - shift);
             }
             b.inflate(margin)
         };
@@ -1683,8 +1708,8 @@ mod tests {
         };
         let search = |margin: f64, edges: EdgePairs| {
             let (mut ba, mut bb) = (SweptBoxes::default(), SweptBoxes::default());
-            ba.fill(&ta, &x0, &x1, margin);
-            bb.fill(&tb, &y0, &y1, margin);
+            ba.fill(&ta, (&x0, &x1), (margin, DVec3::ZERO));
+            bb.fill(&tb, (&y0, &y1), (margin, DVec3::ZERO));
             let (mut raw, mut pairs) = (Vec::new(), Vec::new());
             triangle_pairs_between((&ta, &ba), (&tb, &bb), &mut Vec::new(), |t, u| {
                 pairs.push((t, u));
@@ -1735,17 +1760,110 @@ mod tests {
         let mut reused = Vec::new();
         for &(t, u) in &coarse {
             if ba.triangles_meet(t, &bb, u) {
-                feature_pairs(
-                    (&ta, &ba),
-                    (&tb, &bb),
-                    (t, u),
-                    off,
-                    EdgePairs::All,
-                    &mut reused,
-                );
+                every_feature_pair(((&ta, &ba), (&tb, &bb)), (t, u), off, &mut reused);
             }
         }
         assert_eq!(sorted(reused), found);
+    }
+
+    /// [`feature_pairs`] with every edge-edge pair (the last pass's).
+    fn every_feature_pair(
+        (a, b): ((&SelfTopology, &SweptBoxes), (&SelfTopology, &SweptBoxes)),
+        tu: (u32, u32),
+        off: Offsets,
+        out: &mut Vec<(RawPair, [u32; 4])>,
+    ) {
+        feature_pairs(a, b, tu, off, EdgePairs::All, out);
+    }
+
+    /// Boxes taken in a moving frame find every pair that comes near: the crumpled sheet and
+    /// a copy 1 cm above it (0.1 m cells), both carried 25 cm over the sweep (two and a half
+    /// cells, as a running character carries a 1 cm render mesh 3 cm a substep) with a few
+    /// centimetres of motion against each other. With the shift of their common
+    /// motion, the feature pairs of the triangles whose boxes meet (grown by 5 mm each) hold
+    /// every node-triangle and edge-edge pair whose features come within 1 cm at any of 41
+    /// moments of their linear paths (a search over all pairs), and are fewer than two thirds
+    /// of those the world-frame boxes give (which hold them too; 2,860 against 5,245).
+    #[test]
+    fn boxes_in_the_frame_of_a_common_motion_find_every_near_pair() {
+        let (tris, x0, x1) = crumpled();
+        let carry = DVec3::new(0.25, 0.0, 0.05);
+        let up = DVec3::new(0.0, 0.01, 0.0);
+        let x1: Vec<DVec3> = x1.iter().map(|&p| p + carry).collect();
+        let (y0, y1): (Vec<DVec3>, Vec<DVec3>) = (
+            x0.iter().map(|&p| p + up).collect(),
+            x0.iter()
+                .zip(&x1)
+                .map(|(&a, &b)| a + up + 0.8 * (b - a) + 0.2 * carry)
+                .collect(),
+        );
+        let (ta, tb) = (SelfTopology::new(&tris, &x0), SelfTopology::new(&tris, &y0));
+        let off = Offsets {
+            nodes: x0.len() as u32,
+            triangles: tris.len() as u32,
+            edges: ta.edges.len() as u32,
+        };
+        let (reach, margin) = (0.01, 0.005);
+        let search = |shift: DVec3| {
+            let (mut ba, mut bb) = (SweptBoxes::default(), SweptBoxes::default());
+            ba.fill(&ta, (&x0, &x1), (margin, shift));
+            bb.fill(&tb, (&y0, &y1), (margin, shift));
+            let mut raw = Vec::new();
+            triangle_pairs_between((&ta, &ba), (&tb, &bb), &mut Vec::new(), |t, u| {
+                every_feature_pair(((&ta, &ba), (&tb, &bb)), (t, u), off, &mut raw);
+            });
+            let mut keys: Vec<RawPair> = raw.iter().map(|p| p.0).collect();
+            keys.sort_unstable();
+            keys
+        };
+        let at = |a: &[DVec3], b: &[DVec3], k: u32, s: f64| a[k as usize].lerp(b[k as usize], s);
+        let mut near = Vec::new();
+        for step in 0..=40 {
+            let s = f64::from(step) / 40.0;
+            for v in 0..x0.len() as u32 {
+                for (u, t) in tris.iter().enumerate() {
+                    let tri = |a: &[DVec3], b: &[DVec3]| t.map(|k| at(a, b, k, s));
+                    let (q, w) = (at(&x0, &x1, v, s), tri(&y0, &y1));
+                    if features(false, [q, w[0], w[1], w[2]]).1.length() < reach {
+                        near.push((false, v, u as u32 + off.triangles));
+                    }
+                    let (q, w) = (at(&y0, &y1, v, s), tri(&x0, &x1));
+                    if features(false, [q, w[0], w[1], w[2]]).1.length() < reach {
+                        near.push((false, v + off.nodes, u as u32));
+                    }
+                }
+            }
+            for (e, ea) in ta.edges.iter().enumerate() {
+                for (f, fb) in tb.edges.iter().enumerate() {
+                    let p = [
+                        at(&x0, &x1, ea[0], s),
+                        at(&x0, &x1, ea[1], s),
+                        at(&y0, &y1, fb[0], s),
+                        at(&y0, &y1, fb[1], s),
+                    ];
+                    if features(true, p).1.length() < reach {
+                        near.push((true, e as u32, f as u32 + off.edges));
+                    }
+                }
+            }
+        }
+        near.sort_unstable();
+        near.dedup();
+        let (moving, world) = (search(carry), search(DVec3::ZERO));
+        assert!(near.len() > 100, "{}", near.len());
+        for keys in [&moving, &world] {
+            let missed: Vec<_> = near
+                .iter()
+                .filter(|p| keys.binary_search(p).is_err())
+                .collect();
+            assert!(missed.is_empty(), "{missed:?}");
+        }
+        assert!(
+            3 * moving.len() < 2 * world.len(),
+            "{} against {}",
+            moving.len(),
+            world.len()
+        );
     }
 
     /// Measuring only the pairs that may have closed (a pair apart is skipped while its gap
