@@ -249,11 +249,7 @@ impl SelfTopology {
                 continue;
             }
             // Each child pair goes on and stays by its boxes' answer, without a branch on it.
-            let mut keep = |c: u32, d: u32| {
-                stack.push((c, d));
-                let keep = stack.len() - usize::from(!meet(c, d));
-                stack.truncate(keep);
-            };
+            let mut keep = |c: u32, d: u32| push_kept(stack, (c, d), || meet(c, d));
             match (na.left == NONE, nb.left == NONE) {
                 (true, true) => f(na.right, nb.right),
                 (false, true) => {
@@ -311,6 +307,16 @@ pub(crate) fn triangle_pairs_between(
     ta.overlapping_between(&ba.bvh, tb, &bb.bvh, stack, f);
 }
 
+/// Pushes `item` and keeps it only when `kept()` answers true, without a branch on the answer
+/// (written, then the length set back): for tests whose answers are as good as random to a
+/// predictor. The test runs after the push.
+#[inline(always)]
+fn push_kept<T>(out: &mut Vec<T>, item: T, kept: impl FnOnce() -> bool) {
+    out.push(item);
+    let len = out.len() - usize::from(!kept());
+    out.truncate(len);
+}
+
 /// The positions in `x` of a pair's four nodes (written out: `[T; 4]::map` went through the
 /// stack, a copy a pair in the layers' broad phase).
 #[inline(always)]
@@ -339,13 +345,10 @@ pub(crate) fn feature_pairs(
     let ((ta, ba), (tb, bb)) = (a, b);
     let (tri_a, tri_b) = (ta.triangles[t as usize], tb.triangles[u as usize]);
     // Each candidate is written and kept by its test's answer, without a branch on it (the
-    // answers are as good as random to a predictor): pushed, then dropped again when its
-    // boxes miss. Owned nodes and edges come first in their lists, `NONE` after.
-    let keep = |out: &mut Vec<(RawPair, [u32; 4])>, pair: (RawPair, [u32; 4]), meets: bool| {
-        out.push(pair);
-        let len = out.len() - usize::from(!meets);
-        out.truncate(len);
-    };
+    // answers are as good as random to a predictor: `push_kept`). Owned nodes and edges come
+    // first in their lists, `NONE` after.
+    let keep =
+        |out: &mut Vec<(RawPair, [u32; 4])>, pair, meets: bool| push_kept(out, pair, || meets);
     let tri_b_nodes = tri_b.map(|k| k + off.nodes);
     let (box_u, box_t) = (&bb.triangles[u as usize], &ba.triangles[t as usize]);
     for &v in &ta.own_nodes[t as usize] {
