@@ -10,9 +10,17 @@
 //! strains more than `--slack` above it while the smaller rung strains at most
 //! `--meaningful` (more work made a usable budget worse). No timing: `tune` times rungs.
 //!
+//! **Motion with strain**: each member also runs once at a converged budget (`--reference`,
+//! default `32x20`; `none` skips it), and each rung's trajectory error (docs/design.md section 6:
+//! the worst centre-of-mass distance from the converged run, over the cloth's size) is the worst
+//! over every member of every scene, over every frame or the first `--window-frames N`. A rung
+//! holds only where strain and trajectory error both hold (`--max-trajectory-error`, default
+//! 0.08); pairs where more budget moves further from the converged cloth are listed too.
+//!
 //! Run: `cargo run --release --example ladder -- SCENARIO.ron [SCENARIO.ron ...]
 //! [--written SCENARIO.ron] [--ladder SxI,...] [--preset NAME|FILE.ron] [--no-family] [--slack 0.005] [--meaningful 0.25]
-//! [--max-strain 0.1] [--max-penetration-mm 1]`.
+//! [--max-strain 0.1] [--max-penetration-mm 1] [--reference SxI|none] [--window-frames N]
+//! [--max-trajectory-error 0.08]`.
 //!
 //! - `--ladder`: the rungs (default `isocloth::tuning::ladder()`, 1-4 substeps x 1-10
 //!   iterations); `--preset` judges the shipped presets' rungs (repeatable: `--preset mobile
@@ -23,10 +31,12 @@
 //! The table has one row per rung: the worst figures over all scenes, then each scene's family
 //! max strain; rungs that hold the rule (max strain and penetration within bounds, no
 //! rollback) are marked. The last stdout line is one JSON object: `scenarios`, `family`
-//! (member labels), `slack`, `meaningful`, `rungs` (per rung `label`, `substeps`,
-//! `iterations`, `max_strain`, `mean_strain`, `penetration_m`, `rollbacks`, `holds`,
-//! `scene_max_strain` per scenario, `worst_member` per scenario), `holding` (how many rungs
-//! hold), `non_monotone` (pairs `[larger, smaller, larger's strain, smaller's strain]`).
+//! (member labels), `slack`, `meaningful`, `reference`, `window_frames`,
+//! `max_trajectory_error`, `rungs` (per rung `label`, `substeps`, `iterations`, `max_strain`,
+//! `mean_strain`, `penetration_m`, `rollbacks`, `trajectory_error`, `holds`,
+//! `scene_max_strain` and `scene_trajectory_error` per scenario, `worst_member` per scenario),
+//! `holding` (how many rungs hold), `non_monotone` (pairs `[larger, smaller, larger's strain,
+//! smaller's strain]`), `non_monotone_trajectory` (the same on trajectory error).
 //! Errors print one `error:` line and exit with status 1.
 
 #[path = "common/preset_arg.rs"]
@@ -35,19 +45,25 @@ mod preset_arg;
 use std::error::Error;
 use std::path::{Path, PathBuf};
 
+use glam::DVec3;
 use isocloth::SolverMethod;
 use isocloth::ecs::BudgetPreset;
 use isocloth::scenario::{self, Summary, Variation};
-use isocloth::tuning::{self, Candidate};
+use isocloth::tuning::{self, Candidate, TrajectoryError};
 use rayon::prelude::*;
 use serde_json::json;
 
 const USAGE: &str = "usage: ladder SCENARIO.ron [SCENARIO.ron ...] [--written SCENARIO.ron] [--ladder SxI,...] \
 [--preset NAME|FILE.ron ...] [--no-family] [--slack F] [--meaningful F] [--max-strain F] \
-[--max-penetration-mm F]";
+[--max-penetration-mm F] [--reference SxI|none] [--window-frames N] [--max-trajectory-error F]";
 
 struct Args {
     scenarios: Vec<PathBuf>,
+    /// The converged budget trajectory errors are measured against (`None`: not measured).
+    reference: Option<Candidate>,
+    /// Frames the trajectory error is taken over (every frame when `None`).
+    window: Option<usize>,
+    max_trajectory_error: f64,
     /// Per scenario: run as written only (`--written`).
     written: Vec<bool>,
     ladder: Vec<Candidate>,
@@ -80,6 +96,9 @@ fn parse_rungs(v: &str) -> Result<Vec<Candidate>, Box<dyn Error>> {
 fn parse_args(args: &[String]) -> Result<Args, Box<dyn Error>> {
     let mut a = Args {
         scenarios: Vec::new(),
+        reference: Some(Candidate::converged()),
+        window: None,
+        max_trajectory_error: 0.08,
         written: Vec::new(),
         ladder: Vec::new(),
         family: true,
@@ -111,6 +130,26 @@ fn parse_args(args: &[String]) -> Result<Args, Box<dyn Error>> {
                 });
             }
             "--no-family" => a.family = false,
+            "--reference" => {
+                a.reference = match value()?.as_str() {
+                    "none" => None,
+                    v => {
+                        let p: BudgetPreset = preset_arg::preset_named(v)?;
+                        Some(Candidate {
+                            substeps: p.substeps,
+                            iterations: p.iterations,
+                            method: p.method,
+                        })
+                    }
+                }
+            }
+            "--window-frames" => {
+                let v = value()?;
+                a.window = Some(v.parse::<usize>().ok().filter(|&n| n > 0).ok_or_else(|| {
+                    format!("--window-frames: {v:?} is not a positive whole number")
+                })?);
+            }
+            "--max-trajectory-error" => a.max_trajectory_error = number(value()?)?,
             "--written" => {
                 a.scenarios.push(PathBuf::from(value()?));
                 a.written.push(true);
@@ -148,18 +187,40 @@ struct Run {
     mean_strain: f64,
     penetration: f64,
     rollbacks: u64,
+    centre_of_mass: Vec<DVec3>,
+    /// The cloth's size (m), which trajectory errors are divided by.
+    size: f64,
 }
 
 impl Run {
-    fn from(s: &Summary) -> Self {
+    fn from(s: Summary, size: f64) -> Self {
         let nan = s.nan_frames > 0;
         Self {
             max_strain: if nan { f64::INFINITY } else { s.max_strain },
             mean_strain: if nan { f64::INFINITY } else { s.mean_strain },
             penetration: s.max_penetration_m,
             rollbacks: s.recoveries,
+            centre_of_mass: s.centre_of_mass,
+            size,
         }
     }
+}
+
+/// Runs member `m` of scene `sc` at rung `c`.
+fn run_member(sc: &Scene, m: usize, c: &Candidate) -> Result<Run, String> {
+    let mut loaded = scenario::load_varied(&sc.text, &sc.dir, &sc.family[m])
+        .map_err(|e| e.in_file(&sc.path).to_string())?;
+    let size = loaded.cloth_size();
+    loaded
+        .set_budget(BudgetPreset {
+            name: "rung".into(),
+            substeps: c.substeps,
+            iterations: c.iterations,
+            method: c.method,
+        })
+        .map_err(|e| e.to_string())?;
+    let (_, _, sum) = loaded.run(None).map_err(|e| e.to_string())?;
+    Ok(Run::from(sum, size))
 }
 
 fn main() {
@@ -208,24 +269,30 @@ fn run(args: &[String]) -> Result<(), Box<dyn Error>> {
         })
         .collect();
     let t0 = std::time::Instant::now();
+    // The converged runs first (the most work each), one per member of each scene.
+    let members: Vec<(usize, usize)> = scenes
+        .iter()
+        .enumerate()
+        .flat_map(|(s, sc)| (0..sc.family.len()).map(move |m| (s, m)))
+        .collect();
+    let converged: Vec<Option<Run>> = members
+        .par_iter()
+        .map(|&(s, m)| {
+            a.reference
+                .as_ref()
+                .map(|c| run_member(&scenes[s], m, c))
+                .transpose()
+        })
+        .collect::<Result<_, String>>()?;
+    let converged_of = |s: usize, m: usize| {
+        members
+            .iter()
+            .position(|&p| p == (s, m))
+            .and_then(|k| converged[k].as_ref())
+    };
     let runs: Vec<Run> = jobs
         .par_iter()
-        .map(|&(r, s, m)| -> Result<Run, String> {
-            let sc = &scenes[s];
-            let c = &a.ladder[r];
-            let mut loaded = scenario::load_varied(&sc.text, &sc.dir, &sc.family[m])
-                .map_err(|e| e.in_file(&sc.path).to_string())?;
-            loaded
-                .set_budget(BudgetPreset {
-                    name: "rung".into(),
-                    substeps: c.substeps,
-                    iterations: c.iterations,
-                    method: c.method,
-                })
-                .map_err(|e| e.to_string())?;
-            let (_, _, sum) = loaded.run(None).map_err(|e| e.to_string())?;
-            Ok(Run::from(&sum))
-        })
+        .map(|&(r, s, m)| run_member(&scenes[s], m, &a.ladder[r]))
         .collect::<Result<_, String>>()?;
     let elapsed = t0.elapsed().as_secs_f64();
 
@@ -236,6 +303,9 @@ fn run(args: &[String]) -> Result<(), Box<dyn Error>> {
         rollbacks: u64,
         scene_max: Vec<f64>,
         worst_member: Vec<String>,
+        /// Worst trajectory error over every member of every scene (0 when not measured).
+        trajectory_error: f64,
+        scene_trajectory: Vec<f64>,
     }
     let mut rungs: Vec<Rung> = (0..a.ladder.len())
         .map(|_| Rung {
@@ -245,6 +315,8 @@ fn run(args: &[String]) -> Result<(), Box<dyn Error>> {
             rollbacks: 0,
             scene_max: vec![0.0; scenes.len()],
             worst_member: vec![String::new(); scenes.len()],
+            trajectory_error: 0.0,
+            scene_trajectory: vec![0.0; scenes.len()],
         })
         .collect();
     for (&(r, s, m), run) in jobs.iter().zip(&runs) {
@@ -253,14 +325,31 @@ fn run(args: &[String]) -> Result<(), Box<dyn Error>> {
         g.mean_strain = g.mean_strain.max(run.mean_strain);
         g.penetration = g.penetration.max(run.penetration);
         g.rollbacks += run.rollbacks;
+        if let Some(c) = converged_of(s, m) {
+            let e = TrajectoryError::between(
+                &run.centre_of_mass,
+                &c.centre_of_mass,
+                run.size,
+                a.window,
+            )
+            .error;
+            // A run that ends non-finite has no trajectory: the worst.
+            let e = if e.is_nan() { f64::INFINITY } else { e };
+            g.trajectory_error = g.trajectory_error.max(e);
+            g.scene_trajectory[s] = g.scene_trajectory[s].max(e);
+        }
         if run.max_strain >= g.scene_max[s] {
             g.scene_max[s] = run.max_strain;
             g.worst_member[s] = scenes[s].family[m].label();
         }
     }
     let holds = |g: &Rung| {
-        g.max_strain <= a.max_strain && g.penetration <= a.max_penetration && g.rollbacks == 0
+        g.max_strain <= a.max_strain
+            && g.penetration <= a.max_penetration
+            && g.rollbacks == 0
+            && g.trajectory_error <= a.max_trajectory_error
     };
+    let measured = a.reference.is_some();
     let names: Vec<String> = scenes
         .iter()
         .map(|s| {
@@ -277,9 +366,18 @@ fn run(args: &[String]) -> Result<(), Box<dyn Error>> {
         if a.family { ", families" } else { "" },
         runs.len()
     );
+    if let Some(c) = &a.reference {
+        println!(
+            "trajectory error against {}, {}; a rung holds where strain and trajectory error both hold",
+            c.label(),
+            a.window.map_or("over every frame".into(), |w| format!(
+                "over the first {w} frames"
+            ))
+        );
+    }
     print!(
-        "{:>8} {:>6} {:>8} {:>8} {:>9} {:>5}",
-        "rung", "iters", "max %", "mean %", "pen mm", "holds"
+        "{:>8} {:>6} {:>8} {:>8} {:>9} {:>8} {:>5}",
+        "rung", "iters", "max %", "mean %", "pen mm", "traj %", "holds"
     );
     for n in &names {
         print!(" {:>14}", truncate(n, 14));
@@ -287,35 +385,54 @@ fn run(args: &[String]) -> Result<(), Box<dyn Error>> {
     println!();
     for (c, g) in a.ladder.iter().zip(&rungs) {
         print!(
-            "{:>8} {:>6} {:>8.2} {:>8.3} {:>9.3} {:>5}",
+            "{:>8} {:>6} {:>8.2} {:>8.3} {:>9.3} {:>8} {:>5}",
             label(c),
             c.iterations_per_frame(),
             100.0 * g.max_strain,
             100.0 * g.mean_strain,
             1e3 * g.penetration,
+            if measured {
+                format!("{:.2}", 100.0 * g.trajectory_error)
+            } else {
+                "-".into()
+            },
             if holds(g) { "yes" } else { "" }
         );
-        for v in &g.scene_max {
-            print!(" {:>14.2}", 100.0 * v);
+        for (v, t) in g.scene_max.iter().zip(&g.scene_trajectory) {
+            if measured {
+                print!(" {:>6.2} /{:>6.2}", 100.0 * v, 100.0 * t);
+            } else {
+                print!(" {:>14.2}", 100.0 * v);
+            }
         }
         println!();
     }
+    if measured {
+        println!("(per scene: max strain % / trajectory error %)");
+    }
+    // Pairs where the rung with at least the other's substeps and iterations does worse: on
+    // strain (the smaller rung usable), and on trajectory error.
     let mut bad = Vec::new();
+    let mut bad_motion = Vec::new();
     for (x, gx) in a.ladder.iter().zip(&rungs) {
         for (y, gy) in a.ladder.iter().zip(&rungs) {
-            if std::ptr::eq(x, y) || (x.substeps, x.iterations) == (y.substeps, y.iterations) {
+            if std::ptr::eq(x, y)
+                || (x.substeps, x.iterations) == (y.substeps, y.iterations)
+                || x.substeps < y.substeps
+                || x.iterations < y.iterations
+            {
                 continue;
             }
-            if x.substeps >= y.substeps
-                && x.iterations >= y.iterations
-                && gy.max_strain <= a.meaningful
-                && gx.max_strain > gy.max_strain + a.slack
-            {
+            if gy.max_strain <= a.meaningful && gx.max_strain > gy.max_strain + a.slack {
                 bad.push((label(x), label(y), gx.max_strain, gy.max_strain));
+            }
+            if measured && gx.trajectory_error > gy.trajectory_error + a.slack {
+                bad_motion.push((label(x), label(y), gx.trajectory_error, gy.trajectory_error));
             }
         }
     }
     bad.sort_by(|p, q| (q.2 - q.3).total_cmp(&(p.2 - p.3)));
+    bad_motion.sort_by(|p, q| (q.2 - q.3).total_cmp(&(p.2 - p.3)));
     for (x, y, sx, sy) in &bad {
         println!(
             "non-monotone: {x} {:.2} % > {y} {:.2} %",
@@ -323,21 +440,44 @@ fn run(args: &[String]) -> Result<(), Box<dyn Error>> {
             100.0 * sy
         );
     }
+    for (x, y, sx, sy) in &bad_motion {
+        println!(
+            "non-monotone motion: {x} trajectory error {:.2} % > {y} {:.2} %",
+            100.0 * sx,
+            100.0 * sy
+        );
+    }
     let holding = rungs.iter().filter(|g| holds(g)).count();
     println!(
-        "{holding} of {} rungs hold (max strain <= {:.1} %, penetration <= {} mm); {} non-monotone pairs (slack {:.1} points, smaller rung at most {:.0} %)",
+        "{holding} of {} rungs hold (max strain <= {:.1} %, penetration <= {} mm{}); {} non-monotone pairs (slack {:.1} points, smaller rung at most {:.0} %){}",
         a.ladder.len(),
         100.0 * a.max_strain,
         1e3 * a.max_penetration,
+        if measured {
+            format!(
+                ", trajectory error <= {:.1} %",
+                100.0 * a.max_trajectory_error
+            )
+        } else {
+            String::new()
+        },
         bad.len(),
         100.0 * a.slack,
-        100.0 * a.meaningful
+        100.0 * a.meaningful,
+        if measured {
+            format!("; {} on trajectory error", bad_motion.len())
+        } else {
+            String::new()
+        }
     );
     let json = json!({
         "scenarios": a.scenarios.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
         "family": scenes.first().map(|s| s.family.iter().map(Variation::label).collect::<Vec<_>>()),
         "slack": a.slack,
         "meaningful": a.meaningful,
+        "reference": a.reference.map(|c| format!("{}x{}", c.substeps, c.iterations)),
+        "window_frames": a.window,
+        "max_trajectory_error": a.max_trajectory_error,
         "rungs": a.ladder.iter().zip(&rungs).map(|(c, g)| json!({
             "label": label(c),
             "substeps": c.substeps,
@@ -346,12 +486,15 @@ fn run(args: &[String]) -> Result<(), Box<dyn Error>> {
             "mean_strain": finite(g.mean_strain),
             "penetration_m": g.penetration,
             "rollbacks": g.rollbacks,
+            "trajectory_error": if measured { finite(g.trajectory_error) } else { None },
             "holds": holds(g),
             "scene_max_strain": g.scene_max.iter().map(|&v| finite(v)).collect::<Vec<_>>(),
+            "scene_trajectory_error": g.scene_trajectory.iter().map(|&v| if measured { finite(v) } else { None }).collect::<Vec<_>>(),
             "worst_member": g.worst_member,
         })).collect::<Vec<_>>(),
         "holding": holding,
         "non_monotone": bad.iter().map(|(x, y, sx, sy)| json!([x, y, sx, sy])).collect::<Vec<_>>(),
+        "non_monotone_trajectory": bad_motion.iter().map(|(x, y, sx, sy)| json!([x, y, sx, sy])).collect::<Vec<_>>(),
     });
     println!("{json}");
     Ok(())

@@ -1,14 +1,28 @@
-//! Runs a scenario file (RON) headless through the bevy_ecs layer, at its own budget or a preset's (under a second for the banner, 2-10 s for the cape).
+//! Runs a scenario file (RON) headless through the bevy_ecs layer, at its own budget or a preset's, and measures its trajectory error against a converged run (under a second for the banner, 2-10 s for the cape; a minute or more with `--reference`).
 //!
 //! Scenario runner for tuning budgets per platform: reads a scenario file (RON, see
 //! `isocloth::scenario` and `scenarios/`), runs it headless through the bevy_ecs layer and prints a
 //! table, then one JSON line (the cape demo's figures plus `conformity_residual` and
-//! `nan_frames`; with layers, each cloth's strain, `crossings` and `min_separation_m`).
+//! `nan_frames`; with layers, each cloth's strain, `crossings` and `min_separation_m`; the
+//! trajectory figures below, `null` without `--reference`).
 //! Optionally writes one OBJ per frame (a layered cloth's as `NAME_layerK_FRAME.obj`).
 //!
 //! Run: `cargo run --release --example scenario -- scenarios/banner.ron [--obj DIR]
-//! [--preset mobile|console|desktop|PRESET.ron]` (under a second for the banner, a few seconds
-//! for the cape). `--preset` runs the scenario at that budget instead of the file's.
+//! [--preset mobile|console|desktop|SxI|PRESET.ron] [--reference 32x20 [--window-frames N]
+//! [--reference-obj DIR] [--spread]]`.
+//!
+//! - `--preset` runs the scenario at that budget instead of the file's (`SxI`: S substeps x I
+//!   iterations of the accelerated local-global map).
+//! - `--reference` runs it again at a converged budget (`32x20` is the one the crate's figures
+//!   use) and reports the **trajectory error** (docs/design.md section 6): the worst distance
+//!   between the two runs' centres of mass over the cloth's size (`trajectory_error`), the frame
+//!   where it is worst (`trajectory_error_frame`), its mean (`trajectory_error_mean`) and the
+//!   frames it was taken over (`trajectory_window_frames`; every frame, or the first
+//!   `--window-frames N` for a scene that turns chaotic, such as a cape flapping on a runner).
+//!   `cloth_size_m` is the size it is divided by. `--reference-obj DIR` writes the converged
+//!   run's frames as `--obj` does; `--spread` also runs the reference at twice its substeps and
+//!   reports the same measure between the two (`reference_spread`): what the reference itself
+//!   is good for.
 //!
 //! A malformed or hostile file ends with one line `error: FILE:LINE:COLUMN: PATH: MESSAGE`
 //! naming the problem and, as far as known, where it is, and exit status 1; never a panic or a
@@ -20,8 +34,10 @@ use std::path::{Path, PathBuf};
 #[path = "common/preset_arg.rs"]
 mod preset_arg;
 
+use isocloth::ecs::BudgetPreset;
 use isocloth::rig::BONES;
-use isocloth::scenario::{ScenarioError, load, run};
+use isocloth::scenario::{ScenarioError, Summary, load};
+use isocloth::tuning::TrajectoryError;
 use preset_arg::preset_named;
 
 fn percentile(v: &[f64], q: f64) -> f64 {
@@ -31,6 +47,11 @@ fn percentile(v: &[f64], q: f64) -> f64 {
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
     s[((s.len() - 1) as f64 * q).round() as usize]
+}
+
+/// A figure for the JSON line (non-finite written as null).
+fn finite(v: f64) -> Option<f64> {
+    v.is_finite().then_some(v)
 }
 
 fn main() {
@@ -47,8 +68,10 @@ fn main() {
 /// usage). A panic inside is caught and reported as `error: internal failure ...`, status 1.
 /// (`tests/scenario_mutations.rs` runs it on mutated files.)
 pub fn runner(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
-    let usage = "usage: scenario FILE.ron [--obj DIR] [--preset mobile|console|desktop|PRESET.ron]";
+    let usage = "usage: scenario FILE.ron [--obj DIR] [--preset mobile|console|desktop|SxI|PRESET.ron] \
+[--reference PRESET] [--window-frames N] [--reference-obj DIR] [--spread]";
     let (mut file, mut obj, mut preset) = (None, None, None);
+    let (mut reference, mut window, mut reference_obj, mut spread) = (None, None, None, false);
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match (a.as_str(), it.clone().next()) {
@@ -60,6 +83,28 @@ pub fn runner(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 
                 preset = Some(v.clone());
                 it.next();
             }
+            ("--reference", Some(v)) => {
+                reference = Some(v.clone());
+                it.next();
+            }
+            ("--reference-obj", Some(v)) => {
+                reference_obj = Some(PathBuf::from(v));
+                it.next();
+            }
+            ("--window-frames", Some(v)) => {
+                match v.parse::<usize>() {
+                    Ok(n) if n > 0 => window = Some(n),
+                    _ => {
+                        let _ = writeln!(
+                            err,
+                            "error: --window-frames: {v:?} is not a positive whole number"
+                        );
+                        return 2;
+                    }
+                }
+                it.next();
+            }
+            ("--spread", _) => spread = true,
             (f, _) if file.is_none() && !f.starts_with("--") => file = Some(PathBuf::from(f)),
             _ => {
                 let _ = writeln!(err, "error: {usage}");
@@ -71,26 +116,61 @@ pub fn runner(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 
         let _ = writeln!(err, "error: {usage}");
         return 2;
     };
-    let budget = match preset.as_deref().map(preset_named) {
-        None => None,
-        Some(Ok(p)) => Some(p),
-        Some(Err(e)) => {
-            let _ = writeln!(err, "error: --preset: {e}");
-            return 1;
+    if (reference_obj.is_some() || spread || window.is_some()) && reference.is_none() {
+        let _ = writeln!(
+            err,
+            "error: --reference-obj, --spread and --window-frames need --reference ({usage})"
+        );
+        return 2;
+    }
+    let mut budgets = [None, None];
+    for (slot, (flag, name)) in budgets
+        .iter_mut()
+        .zip([("--preset", &preset), ("--reference", &reference)])
+    {
+        match name.as_deref().map(preset_named) {
+            None => {}
+            Some(Ok(p)) => *slot = Some(p),
+            Some(Err(e)) => {
+                let _ = writeln!(err, "error: {flag}: {e}");
+                return 1;
+            }
         }
-    };
-    let outcome = std::panic::catch_unwind(|| match &budget {
-        None => run(&file, obj.as_deref()),
-        Some(b) => {
-            let text = std::fs::read_to_string(&file)
-                .map_err(|e| ScenarioError::from(e.to_string()).in_file(&file))?;
-            let dir = file.parent().unwrap_or(Path::new("."));
-            let mut loaded = load(&text, dir).map_err(|e| e.in_file(&file))?;
+    }
+    let [budget, reference] = budgets;
+    // One run of the file at `budget` (the file's own when `None`): its name, whether it has
+    // the character, what it measured, and the cloth's size.
+    let run_at = |budget: Option<&BudgetPreset>,
+                  obj: Option<&Path>|
+     -> Result<(String, bool, Summary, f64), ScenarioError> {
+        let text = std::fs::read_to_string(&file)
+            .map_err(|e| ScenarioError::from(e.to_string()).in_file(&file))?;
+        let dir = file.parent().unwrap_or(Path::new("."));
+        let mut loaded = load(&text, dir).map_err(|e| e.in_file(&file))?;
+        let size = loaded.cloth_size();
+        if let Some(b) = budget {
             loaded.set_budget(b.clone()).map_err(|e| e.in_file(&file))?;
-            loaded.run(obj.as_deref())
         }
+        let (name, with_character, sum) = loaded.run(obj)?;
+        Ok((name, with_character, sum, size))
+    };
+    let outcome = std::panic::catch_unwind(|| -> Result<_, ScenarioError> {
+        let run = run_at(budget.as_ref(), obj.as_deref())?;
+        let Some(reference) = &reference else {
+            return Ok((run, None));
+        };
+        let converged = run_at(Some(reference), reference_obj.as_deref())?.2;
+        let twice = spread
+            .then(|| {
+                let mut b = reference.clone();
+                b.substeps = (2 * b.substeps).min(isocloth::SolverSettings::MAX_SUBSTEPS);
+                b.name = format!("{}x{}", b.substeps, b.iterations);
+                run_at(Some(&b), None).map(|r| (b, r.2))
+            })
+            .transpose()?;
+        Ok((run, Some((reference.clone(), converged, twice))))
     });
-    let (name, with_character, sum) = match outcome {
+    let ((name, with_character, sum, size), versus) = match outcome {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => {
             let _ = writeln!(err, "error: {e}");
@@ -106,6 +186,17 @@ pub fn runner(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 
             return 1;
         }
     };
+    // The trajectory error against the converged run, and the converged run's own spread (the
+    // same measure against it at twice its substeps).
+    let trajectory = versus.as_ref().map(|(_, converged, _)| {
+        TrajectoryError::between(&sum.centre_of_mass, &converged.centre_of_mass, size, window)
+    });
+    let reference_spread = versus.as_ref().and_then(|(_, converged, twice)| {
+        twice.as_ref().map(|(_, t)| {
+            TrajectoryError::between(&t.centre_of_mass, &converged.centre_of_mass, size, window)
+                .error
+        })
+    });
     let (median, p99) = (percentile(&sum.times, 0.5), percentile(&sum.times, 0.99));
     let rows: [(&str, String); 8] = [
         ("iterations per frame", format!("{:>12}", sum.iterations)),
@@ -154,6 +245,25 @@ pub fn runner(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 
             sum.min_separation_m
         ));
     }
+    if let (Some(t), Some((b, _, _))) = (&trajectory, &versus) {
+        report.push_str(&format!(
+            "{:<22} {:>11.2}%   (against {} x {}, worst at frame {}, over {} frames, cloth size {size:.2} m)\n",
+            "trajectory error",
+            100.0 * t.error,
+            b.substeps,
+            b.iterations,
+            t.frame,
+            t.window_frames
+        ));
+        if let (Some(e), Some((_, _, Some((twice, _))))) = (reference_spread, &versus) {
+            report.push_str(&format!(
+                "{:<22} {:>11.2}%   ({} against it)\n",
+                "reference spread",
+                100.0 * e,
+                twice.name
+            ));
+        }
+    }
     let separation = sum
         .min_separation_m
         .is_finite()
@@ -176,6 +286,13 @@ pub fn runner(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 
         "crossings": sum.crossings,
         "crossing_frames": sum.crossing_frames,
         "min_separation_m": separation,
+        "reference": versus.as_ref().map(|(b, _, _)| format!("{}x{}", b.substeps, b.iterations)),
+        "trajectory_error": trajectory.and_then(|t| finite(t.error)),
+        "trajectory_error_frame": trajectory.map(|t| t.frame),
+        "trajectory_error_mean": trajectory.and_then(|t| finite(t.mean)),
+        "trajectory_window_frames": trajectory.map(|t| t.window_frames),
+        "reference_spread": reference_spread.and_then(finite),
+        "cloth_size_m": size,
     });
     report.push_str(&format!("{json}\n"));
     let _ = out.write_all(report.as_bytes());

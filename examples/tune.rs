@@ -4,13 +4,13 @@
 //! scenario runner's format) at each candidate of [`isocloth::tuning::ladder`] (1 to 4 substeps
 //! x 1 to 10 iterations of the accelerated local-global map) and at a converged reference, and chooses the
 //! candidate that fits the frame budget by the documented rule ([`isocloth::tuning`]: no
-//! rollback, no layer crossing, max strain and penetration within bounds, then least
+//! rollback, no layer crossing, max strain, penetration and trajectory error within bounds, then least
 //! trajectory error). A scenario with `layers` is timed and judged with every cloth: the frame
 //! time holds the layers' work, the max strain is the worst cloth's.
 //!
 //! Run: `cargo run --release --example tune -- SCENARIO.ron --ms 0.5 [--check CHECK.ron ...]
 //! [--speed 0.35] [--out preset.ron] [--name NAME] [--fit median|p99] [--max-strain 0.1]
-//! [--max-penetration-mm 1] [--frames N] [--timing-frames N] [--no-family]`, or `... --example tune --
+//! [--max-penetration-mm 1] [--max-trajectory-error 0.08] [--frames N] [--timing-frames N] [--no-family]`, or `... --example tune --
 //! --calibrate`.
 //!
 //! - `--ms`: the frame budget for one cloth on the device (ms).
@@ -33,7 +33,9 @@
 //!   loads with `BudgetPreset::from_ron` and is headed by comments naming the scenario, budget and
 //!   figures. `--name`: the preset's name (default the scenario's).
 //! - `--fit`: which frame statistic must fit the budget (default the median); `--max-strain`
-//!   (default 0.1) and `--max-penetration-mm` (default 1) are the rule's bounds.
+//!   (default 0.1), `--max-penetration-mm` (default 1) and `--max-trajectory-error` (default
+//!   0.08 of the cloth's size, over the reference's converged window) are the rule's bounds: a
+//!   candidate holds only where strain and trajectory error both hold.
 //! - `--frames`: run at most this many frames of the scenario; `--timing-frames`: frames timed per
 //!   candidate (default 300).
 //!
@@ -50,7 +52,7 @@
 //! `budget_ms`, `speed`, `rule`, `reference` (`window_frames`, `window_seconds`), `candidates`
 //! (per candidate `label`, `substeps`, `iterations`, `frame_ms_median`, `frame_ms_p99`,
 //! `max_strain`, `mean_strain`, `pinned_max_strain`, `penetration_m`, `trajectory_error`, `rollbacks`, `crossings`, `in_budget`,
-//! `frontier`), `chosen`, `plot`, `preset`. Errors print one `error:` line and exit with
+//! `frontier`, `holds`), `chosen`, `plot`, `preset`. Errors print one `error:` line and exit with
 //! status 1.
 
 #[path = "common/plot.rs"]
@@ -83,7 +85,7 @@ struct Args {
 }
 
 const USAGE: &str = "usage: tune SCENARIO.ron --ms BUDGET [--check SCENARIO.ron ...] [--speed F] [--out FILE] [--name NAME] \
-[--fit median|p99] [--max-strain F] [--max-penetration-mm F] [--frames N] [--timing-frames N] [--no-family] | tune --calibrate";
+[--fit median|p99] [--max-strain F] [--max-penetration-mm F] [--max-trajectory-error F] [--frames N] [--timing-frames N] [--no-family] | tune --calibrate";
 
 fn parse_args(args: &[String]) -> Result<Args, Box<dyn Error>> {
     let mut a = Args {
@@ -135,6 +137,9 @@ fn parse_args(args: &[String]) -> Result<Args, Box<dyn Error>> {
             "--max-strain" => a.rule.max_strain = number(value()?, "--max-strain")?,
             "--max-penetration-mm" => {
                 a.rule.max_penetration_m = number(value()?, "--max-penetration-mm")? * 1e-3
+            }
+            "--max-trajectory-error" => {
+                a.rule.max_trajectory_error = number(value()?, "--max-trajectory-error")?
             }
             "--frames" => a.frames = Some(count(value()?, "--frames")?),
             "--timing-frames" => a.timing_frames = count(value()?, "--timing-frames")?,
@@ -456,6 +461,7 @@ fn run(args: &[String]) -> Result<(), Box<dyn Error>> {
             let mut v = serde_json::to_value(f).expect("figures serialise");
             v["in_budget"] = json!(choice.in_budget.contains(&i));
             v["frontier"] = json!(choice.frontier.contains(&i));
+            v["holds"] = json!(args.rule.admits(f));
             v
         })
         .collect();
@@ -506,6 +512,9 @@ fn print_table(
         }
         if frontier.contains(&i) {
             notes.push("frontier");
+        }
+        if rule.admits(f) {
+            notes.push("holds");
         }
         let crossed = format!("{} layer crossings", f.crossings);
         if f.crossings > 0 {

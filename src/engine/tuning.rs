@@ -18,7 +18,9 @@
 //! frame fits the budget (median or 99th percentile, scaled to the device by its speed
 //! factor), keep those with no rollback, no crossing between layered cloths
 //! ([`RunRecord::crossings`]), max strain at most [`Rule::max_strain`] and penetration at most
-//! [`Rule::max_penetration_m`]; pick the least trajectory error, on a tie
+//! [`Rule::max_penetration_m`] and trajectory error at most [`Rule::max_trajectory_error`] (a
+//! budget must move like the converged cloth, not only hold its length); pick the least
+//! trajectory error, on a tie
 //! the least max strain, then the cheaper frame. So the chosen candidate fits the budget and no
 //! other eligible candidate is better on the rule. Where the reference has no converged window
 //! (it differs from its check from the first frame on), no trajectory error exists and the
@@ -48,6 +50,18 @@ impl Candidate {
             substeps: 4,
             iterations: 30,
             method: SolverMethod::Newton,
+        }
+    }
+
+    /// The converged run the examples measure trajectory errors against
+    /// (`scenario --reference`, `ladder`): 32 substeps x 20 iterations of the accelerated
+    /// local-global map, where 16 x 10 and 8 x 40 agree with it to about 2 cm on the running
+    /// cape (docs/lab/2026-11-29-motion.md).
+    pub fn converged() -> Self {
+        Self {
+            substeps: 32,
+            iterations: 20,
+            method: SolverMethod::Anderson { history: 5 },
         }
     }
 
@@ -193,15 +207,59 @@ impl Reference {
     /// Worst centre-of-mass distance from the reference over the window, over the cloth's size
     /// (NaN if the window is empty or the run is shorter than it).
     pub fn trajectory_error(&self, centre_of_mass: &[DVec3]) -> f64 {
-        if self.centre_of_mass.is_empty() || centre_of_mass.len() < self.centre_of_mass.len() {
-            return f64::NAN;
+        TrajectoryError::between(centre_of_mass, &self.centre_of_mass, self.size, None).error
+    }
+}
+
+/// The trajectory error of one run against a converged run of the same scene (docs/design.md
+/// section 6): the worst distance between their centres of mass over the first `window_frames`
+/// frames, over the cloth's size, with the frame where it is worst and the mean over the window.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct TrajectoryError {
+    /// Worst centre-of-mass distance over the window, over the cloth's size (NaN when the window
+    /// is empty, a run is shorter than it, or a centre of mass is not finite).
+    pub error: f64,
+    /// The frame (0-based) where the distance is worst.
+    pub frame: usize,
+    /// The mean distance over the window, over the cloth's size.
+    pub mean: f64,
+    /// Frames the error was taken over.
+    pub window_frames: usize,
+}
+
+impl TrajectoryError {
+    /// Measures `run` against `reference`, both a centre of mass per frame, over the first
+    /// `window` frames (every frame of the reference when `None`; a longer window is cut to the
+    /// reference), divided by `size` (the cloth's size, m, as
+    /// [`crate::scenario::LoadedScenario::cloth_size`] gives it).
+    pub fn between(run: &[DVec3], reference: &[DVec3], size: f64, window: Option<usize>) -> Self {
+        let n = window.map_or(reference.len(), |w| w.min(reference.len()));
+        let nan = Self {
+            error: f64::NAN,
+            frame: 0,
+            mean: f64::NAN,
+            window_frames: n,
+        };
+        if n == 0 || run.len() < n || !(size.is_finite() && size > 0.0) {
+            return nan;
         }
-        self.centre_of_mass
-            .iter()
-            .zip(centre_of_mass)
-            .map(|(p, q)| p.distance(*q))
-            .fold(0.0, f64::max)
-            / self.size
+        let (mut worst, mut frame, mut sum) = (0.0f64, 0, 0.0);
+        for (k, (p, q)) in run[..n].iter().zip(&reference[..n]).enumerate() {
+            let d = p.distance(*q);
+            if !d.is_finite() {
+                return Self { frame: k, ..nan };
+            }
+            if d > worst {
+                (worst, frame) = (d, k);
+            }
+            sum += d;
+        }
+        Self {
+            error: worst / size,
+            frame,
+            mean: sum / n as f64 / size,
+            window_frames: n,
+        }
     }
 }
 
@@ -301,7 +359,8 @@ pub enum FrameStat {
 }
 
 /// The rule that picks a candidate (see the module docs). Defaults: the median frame fits,
-/// max strain at most 10 % and penetration at most 1 mm (the contact issue's bounds).
+/// max strain at most 10 %, penetration at most 1 mm (the contact issue's bounds) and
+/// trajectory error at most 8 % of the cloth's size (the motion issue's bound).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Rule {
@@ -311,6 +370,11 @@ pub struct Rule {
     pub max_strain: f64,
     /// Deepest penetration allowed (m). Default 0.001.
     pub max_penetration_m: f64,
+    /// Largest trajectory error allowed over the reference's converged window, over the
+    /// cloth's size: a budget whose cloth moves unlike the converged one does not hold, however
+    /// little it strains. A candidate with no measured error (no converged window) is not
+    /// refused by it. Default 0.08.
+    pub max_trajectory_error: f64,
 }
 
 impl Default for Rule {
@@ -319,6 +383,7 @@ impl Default for Rule {
             fit: FrameStat::Median,
             max_strain: 0.10,
             max_penetration_m: 0.001,
+            max_trajectory_error: 0.08,
         }
     }
 }
@@ -329,6 +394,7 @@ impl Rule {
         for (name, v) in [
             ("max strain", self.max_strain),
             ("max penetration", self.max_penetration_m),
+            ("max trajectory error", self.max_trajectory_error),
         ] {
             if !(v.is_finite() && v > 0.0) {
                 return Err(TuneError::BadValue {
@@ -348,13 +414,14 @@ impl Rule {
         }
     }
 
-    /// Whether `f` may be chosen once its frame fits: no rollback, no layer crossing, strain
-    /// and penetration within bounds.
+    /// Whether `f` may be chosen once its frame fits: no rollback, no layer crossing, strain,
+    /// penetration and trajectory error (where one was measured) within bounds.
     pub fn admits(&self, f: &Figures) -> bool {
         f.rollbacks == 0
             && f.crossings == 0
             && f.max_strain <= self.max_strain
             && f.penetration_m <= self.max_penetration_m
+            && (f.trajectory_error.is_nan() || f.trajectory_error <= self.max_trajectory_error)
     }
 }
 
@@ -390,7 +457,7 @@ pub enum TuneError {
     },
     /// Candidates fit, but none meets the rule.
     #[error(
-        "{fitting} candidates fit {budget_ms} ms a frame but none meets the rule (no rollback, no layer crossing, max strain <= {max_strain}, penetration <= {max_penetration_m} m); the least strained is {best} at {best_strain:.4}; the cheapest that meets the rule: {meets_rule}"
+        "{fitting} candidates fit {budget_ms} ms a frame but none meets the rule (no rollback, no layer crossing, max strain <= {max_strain}, penetration <= {max_penetration_m} m, trajectory error <= {max_trajectory_error}); the least strained is {best} at {best_strain:.4}; the cheapest that meets the rule: {meets_rule}"
     )]
     NoneMeetsRule {
         /// The budget (ms).
@@ -401,6 +468,8 @@ pub enum TuneError {
         max_strain: f64,
         /// The rule's penetration bound (m).
         max_penetration_m: f64,
+        /// The rule's trajectory-error bound (of the cloth's size).
+        max_trajectory_error: f64,
         /// The in-budget candidate with the least max strain.
         best: String,
         /// Its max strain.
@@ -501,6 +570,7 @@ pub fn choose(figures: &[Figures], budget_ms: f64, rule: &Rule) -> Result<Choice
             fitting: in_budget.len(),
             max_strain: rule.max_strain,
             max_penetration_m: rule.max_penetration_m,
+            max_trajectory_error: rule.max_trajectory_error,
             best: figures[best].label.clone(),
             best_strain: figures[best].max_strain,
             meets_rule,
@@ -534,11 +604,12 @@ pub fn preset_ron(
     format!(
         "// Chosen by `tune` on {on} for {budget_ms} ms a frame ({fit} frame fits),\n\
          // device speed {speed} x this machine; rule: no rollback, max strain <= {}, penetration <= {} m,\n\
-         // then least trajectory error. Figures: frame {:.3} ms median / {:.3} ms p99, max strain {:.4},\n\
+         // trajectory error <= {}, then least trajectory error. Figures: frame {:.3} ms median / {:.3} ms p99, max strain {:.4},\n\
          // mean strain {:.5}, penetration {:.2e} m, trajectory error {:.4} of the cloth's size.\n\
          (name: {name:?}, substeps: {}, iterations: {}, method: {})\n",
         rule.max_strain,
         rule.max_penetration_m,
+        rule.max_trajectory_error,
         f.frame_ms_median,
         f.frame_ms_p99,
         f.max_strain,
@@ -600,6 +671,44 @@ mod tests {
         let e = r.trajectory_error(&run);
         assert!((e - (0.008f64.powi(2) + 0.02f64.powi(2)).sqrt()).abs() < 1e-12);
         assert!(r.trajectory_error(&run[..2]).is_nan());
+    }
+
+    /// A run against itself is 0 off; a run moved rigidly by `d` is `|d| / size` off at every
+    /// frame (worst and mean alike); a window cuts the frames measured; a non-finite frame or a
+    /// run shorter than the window has no error (NaN).
+    #[test]
+    fn trajectory_error_is_zero_against_itself_and_a_rigid_offset_over_the_size() {
+        let path: Vec<DVec3> = (0..10)
+            .map(|k| DVec3::new(0.1 * k as f64, -0.05 * (k * k) as f64, 0.3))
+            .collect();
+        let same = TrajectoryError::between(&path, &path, 1.2, None);
+        assert_eq!((same.error, same.mean, same.window_frames), (0.0, 0.0, 10));
+        let d = DVec3::new(0.03, -0.04, 0.0);
+        let moved: Vec<DVec3> = path.iter().map(|&p| p + d).collect();
+        let e = TrajectoryError::between(&moved, &path, 0.5, None);
+        assert!((e.error - 0.1).abs() < 1e-12 && (e.mean - 0.1).abs() < 1e-12);
+        // Off by k cm at frame k: the worst of the first 4 frames is at frame 3.
+        let drift: Vec<DVec3> = path
+            .iter()
+            .enumerate()
+            .map(|(k, &p)| p + DVec3::X * 0.01 * k as f64)
+            .collect();
+        let w = TrajectoryError::between(&drift, &path, 1.0, Some(4));
+        assert_eq!((w.frame, w.window_frames), (3, 4));
+        assert!((w.error - 0.03).abs() < 1e-12);
+        let mut broken = moved.clone();
+        broken[5].y = f64::NAN;
+        assert!(
+            TrajectoryError::between(&broken, &path, 1.0, None)
+                .error
+                .is_nan()
+        );
+        assert!(
+            TrajectoryError::between(&path[..5], &path, 1.0, None)
+                .error
+                .is_nan()
+        );
+        assert!(TrajectoryError::between(&path[..5], &path, 1.0, Some(5)).error == 0.0);
     }
 
     /// The ladder holds 32 distinct candidates, 1 to 40 iterations per frame, every one of
