@@ -217,6 +217,7 @@ fn run_member(sc: &Scene, m: usize, c: &Candidate) -> Result<Run, String> {
             substeps: c.substeps,
             iterations: c.iterations,
             method: c.method,
+            strain_cap: Default::default(),
         })
         .map_err(|e| e.to_string())?;
     let (_, _, sum) = loaded.run(None).map_err(|e| e.to_string())?;

@@ -211,6 +211,7 @@ fn preset(c: &Candidate, name: &str) -> BudgetPreset {
         substeps: c.substeps,
         iterations: c.iterations,
         method: c.method,
+        strain_cap: Default::default(),
     }
 }
 

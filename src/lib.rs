@@ -60,7 +60,7 @@ pub(crate) use contact::bounds;
 pub use contact::{collision, layers, limits, self_contact};
 #[doc(hidden)]
 pub use dynamics::stages;
-pub use dynamics::{aero, energy, equilibrium, integrator, measures, model, workspace};
+pub use dynamics::{aero, energy, equilibrium, integrator, measures, model, strain_cap, workspace};
 pub(crate) use dynamics::{anderson, factor, lanes, newton, pipeline, solver, sparse};
 #[cfg(feature = "ecs")]
 pub use engine::{ecs, scenario};
@@ -87,4 +87,5 @@ pub use measures::Measures;
 pub use mesh::{BaseMesh, ClothMesh, Discretization, StrainEdge};
 pub use model::{ClothModel, ModelStats, SolverMethod, SolverSettings};
 pub use self_contact::SelfCollisionSettings;
+pub use strain_cap::StrainCap;
 pub use workspace::Workspace;

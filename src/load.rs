@@ -136,6 +136,7 @@ mod checks {
         crate::ColliderShape,
         crate::LimitSettings,
         crate::SelfCollisionSettings,
-        crate::LayerSettings
+        crate::LayerSettings,
+        crate::StrainCap
     );
 }

@@ -42,6 +42,7 @@ fn record(c: &Candidate) -> RunRecord {
         substeps: c.substeps,
         iterations: c.iterations,
         method: c.method,
+        strain_cap: Default::default(),
     })
     .unwrap();
     let (_, _, sum) = s.run(None).unwrap();

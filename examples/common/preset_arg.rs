@@ -24,6 +24,7 @@ pub fn preset_named(name: &str) -> Result<BudgetPreset, String> {
             substeps,
             iterations,
             method: SolverMethod::Anderson { history: 5 },
+            strain_cap: Default::default(),
         });
     }
     match name {

@@ -5,8 +5,9 @@
 //! budgeted iterations (`solver`: the local-global map accelerated by Anderson mixing,
 //! `anderson`) in preallocated memory (`workspace`); `newton` is the projected Newton reference
 //! that `equilibrium` also drapes with; `pipeline` is one
-//! substep as a function of plain data, which [`crate::Cloth`] drives; `measures` reads strain,
-//! isometry, conformity and energy off the result. `lanes` holds the local step's kernels four
+//! substep as a function of plain data, which [`crate::Cloth`] drives; `strain_cap` brings the edges a budgeted solve left stretched back within the cloth's
+//! tolerance, with contact; `measures` reads strain, isometry, conformity and energy off the
+//! result. `lanes` holds the local step's kernels four
 //! elements at a time.
 
 pub mod aero;
@@ -24,4 +25,5 @@ pub(crate) mod solver;
 pub(crate) mod sparse;
 #[doc(hidden)]
 pub mod stages;
+pub mod strain_cap;
 pub mod workspace;

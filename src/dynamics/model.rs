@@ -19,6 +19,7 @@ use crate::factor::{ModelFactor, SymbolicFactor};
 use crate::integrator::{Integrator, Scheme};
 use crate::mesh::ClothMesh;
 use crate::sparse::CsrMatrix;
+use crate::strain_cap::StrainCap;
 
 /// Marks a node that is not free in [`ClothModel`]'s node-to-unknown map.
 pub(crate) const PINNED: u32 = u32::MAX;
@@ -81,6 +82,9 @@ pub struct SolverSettings {
     pub method: SolverMethod,
     /// Gravity in m/s^2. Default `(0, -9.81, 0)`.
     pub gravity: DVec3,
+    /// The strain cap at the end of each substep ([`crate::strain_cap`]). Default
+    /// [`StrainCap::default`]: 3 %, at most 16 sweeps; [`StrainCap::OFF`] steps as without one.
+    pub strain_cap: StrainCap,
 }
 
 impl Default for SolverSettings {
@@ -93,6 +97,7 @@ impl Default for SolverSettings {
             integrator: Integrator::Bdf2,
             method: SolverMethod::default(),
             gravity: DVec3::new(0.0, -9.81, 0.0),
+            strain_cap: StrainCap::default(),
         }
     }
 }
@@ -144,7 +149,7 @@ impl SolverSettings {
                 reason: "must be finite".into(),
             });
         }
-        Ok(())
+        self.strain_cap.validate()
     }
 }
 

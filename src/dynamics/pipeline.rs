@@ -65,7 +65,7 @@ pub(crate) fn substep(
     let finite = substep_begin(inputs, state, ws);
     solve_substep(
         inputs.model,
-        inputs.settings.iterations,
+        (inputs.settings.iterations, &inputs.settings.strain_cap),
         &mut ws.x_new,
         &mut ws.scratch,
         &mut Contact {

@@ -20,6 +20,7 @@ use glam::DVec3;
 
 use crate::anderson::Anderson;
 use crate::contact::collision::pass::ContactPass;
+use crate::dynamics::strain_cap::{self, StrainCap, Sweeps};
 use crate::factor::{Lane4, ModelFactor, SolveLanes, SymbolicFactor};
 use crate::model::{ClothModel, SolverMethod};
 use crate::newton::newton_substep;
@@ -99,14 +100,14 @@ impl Scratch {
 /// (`ContactPass::finish`).
 pub(crate) fn solve_substep(
     model: &ClothModel,
-    iterations: u32,
+    (iterations, cap): (u32, &StrainCap),
     x: &mut [DVec3],
     scratch: &mut Scratch,
     contact: &mut Contact<'_>,
 ) {
     let mut it = Iterations::begin(model, iterations, x, scratch);
     while it.step(model, x, scratch, contact) {}
-    it.finish(model, x, scratch, contact);
+    it.finish(model, cap, x, scratch, contact);
 }
 
 /// How a substep's solve iterates.
@@ -291,10 +292,12 @@ impl Iterations {
     }
 
     /// Ends the solve: the contact pass's last pass (nodes still inside a body go on its
-    /// surface; see `ContactPass::finish`).
+    /// surface; see `ContactPass::finish`) with the strain cap's sweeps `cap` inside it
+    /// ([`crate::dynamics::strain_cap`]).
     pub(crate) fn finish(
         &self,
         model: &ClothModel,
+        cap: &StrainCap,
         x: &mut [DVec3],
         scratch: &mut Scratch,
         contact: &mut Contact<'_>,
@@ -303,13 +306,17 @@ impl Iterations {
             return;
         }
         if contact.pass.active() || contact.pass.has_limits() {
+            let mut sweeps = Sweeps::new(model, cap);
             contact.pass.finish(
                 contact.x_start,
                 x,
                 &model.free_nodes,
                 &mut scratch.moved,
                 |x, held| restore_conformity(model, x, held),
+                (cap.sweeps, |x: &mut [DVec3]| sweeps.next(x)),
             );
+        } else if cap.is_on() {
+            strain_cap::apply(model, cap, x);
         }
     }
 }

@@ -63,6 +63,7 @@ use crate::load::{checked, count, positive, vector};
 use crate::lod::{ClothBudget, FrameTrim, LodId, LodModels, LodScheduler, Rung};
 use crate::model::{SolverMethod, SolverSettings};
 use crate::self_contact::SelfCollisionSettings;
+use crate::strain_cap::StrainCap;
 
 /// The simulated cloth of an entity (a cape, a banner, a skirt).
 ///
@@ -166,6 +167,12 @@ pub struct BudgetPreset {
     /// Solver.
     #[serde(deserialize_with = "StrictSolverMethod::deserialize")]
     pub method: SolverMethod,
+    /// The strain cap at the end of each substep: its tolerance and its sweeps, the cap's part
+    /// of the budget ([`crate::strain_cap`]). Default [`StrainCap::default`] (3 %, at most 16
+    /// sweeps) in every shipped preset; a file without it gets that default. A per-cloth
+    /// tolerance goes in that cloth's [`ClothConfigOverride`].
+    #[serde(deserialize_with = "checked")]
+    pub strain_cap: StrainCap,
 }
 
 /// [`SolverMethod`] as files write it, refusing unknown fields in `Anderson` and checking its
@@ -197,6 +204,7 @@ impl BudgetPreset {
             substeps: 1,
             iterations: 5,
             method: SolverMethod::Anderson { history: 5 },
+            strain_cap: StrainCap::default(),
         }
     }
 
@@ -208,6 +216,7 @@ impl BudgetPreset {
             substeps: s.substeps,
             iterations: s.iterations,
             method: s.method,
+            strain_cap: s.strain_cap,
         }
     }
 
@@ -218,6 +227,7 @@ impl BudgetPreset {
             substeps: 4,
             iterations: 10,
             method: SolverMethod::Anderson { history: 5 },
+            strain_cap: StrainCap::default(),
         }
     }
 
@@ -241,6 +251,7 @@ impl BudgetPreset {
             iterations: self.iterations,
             method: self.method,
             gravity,
+            strain_cap: self.strain_cap,
             ..Default::default()
         };
         s.validate()?;

@@ -494,6 +494,7 @@ fn step_group<T: HoldsCloth>(
             let ws = &mut *ws;
             lc.iterations[i].finish(
                 model,
+                &item.cloth().settings().strain_cap,
                 &mut ws.x_new,
                 &mut ws.scratch,
                 &mut Contact {

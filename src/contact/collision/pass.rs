@@ -888,6 +888,7 @@ impl ContactPass {
         free_nodes: &[u32],
         scratch_moved: &mut Vec<bool>,
         restore: impl FnOnce(&mut [DVec3], &[bool]),
+        (sweeps, mut cap): (u32, impl FnMut(&mut [DVec3]) -> bool),
     ) {
         scratch_moved.clear();
         scratch_moved.resize(self.candidates.len(), false);
@@ -968,8 +969,32 @@ impl ContactPass {
                 };
             }
         }
-        // Guard: the actual paths against the swept boxes of the nearby bodies, but for the
-        // candidates still within their clear radius (whose paths stay outside).
+        self.guard_paths(x_start, x, free_nodes);
+        // The strain cap's sweeps (`crate::dynamics::strain_cap`), each followed by the bodies
+        // and limits, so that the cap never leaves a node inside a body or past a limit; last,
+        // the paths once more (a sweep may carry a node across a thin body).
+        let mut capped = false;
+        for _ in 0..sweeps {
+            if !cap(x) {
+                break;
+            }
+            capped = true;
+            self.push_out_all(x, scratch_moved);
+            if std::env::var("ISO_CAP_GUARD").is_ok() {
+                self.guard_paths(x_start, x, free_nodes);
+            }
+            self.clamp_limits(x);
+        }
+        if capped {
+            self.guard_paths(x_start, x, free_nodes);
+        }
+    }
+
+    /// The guard of [`ContactPass::finish`]: every free node whose actual path over the
+    /// substep (from `x_start` to `x`) meets a nearby body's swept box, but for the candidates
+    /// still within their clear radius (whose paths stay outside), is put back where its path
+    /// entered the body if it crossed it.
+    fn guard_paths(&mut self, x_start: &[DVec3], x: &mut [DVec3], free_nodes: &[u32]) {
         self.clear_of.fill(u32::MAX);
         for c in self.candidates.iter().filter(|c| !c.limit) {
             if c.stays_clear(x[c.node as usize]) {
