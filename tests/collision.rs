@@ -219,7 +219,10 @@ fn a_sheet_dropped_on_a_bar_rests_on_it_at_every_preset() {
 /// 12 % at every frame at every preset (measured 4-11.7 %; 600-870 % before per-node contact
 /// forces, `docs/lab/fidelity.md` section 5.7), no node deeper than 0.1 mm inside the
 /// thickness layer at any frame's end, and the sheet ends below the capsule (more than 1 m down
-/// after 8 s). With split impulses (the default) the split damps the motion the bar's support
+/// after 8 s) at console and desktop. At mobile (1 x 5) the strain cap's squeeze limit slows the
+/// wrap that starts the slide (the converged sheet leaves the bar within 1 s, 2 x 5 after 1.5 s
+/// uncapped and 1.8 s capped, 1 x 5 after 1 s uncapped and 3-4 s capped), and from 0.31 m it is
+/// still on the bar after 8 s (docs/lab/2026-11-29-motion.md section 2). With split impulses (the default) the split damps the motion the bar's support
 /// passes through the cloth, so that even 3-6 cm off-centre the sheet stays on the bar at the
 /// mobile and console presets (a known gap, `docs/lab/2026-11-27-one-iteration.md`); there it
 /// must still hold without tearing (under 10 %, measured 0.4-4 %).
@@ -242,7 +245,9 @@ fn frictionless_drop_slides_off_the_capsule_without_tearing() {
                     assert!(worst < 0.1, "{name} from {y}, split: strain {worst}");
                 } else {
                     assert!(worst < 0.12, "{name} from {y}: strain {worst}");
-                    assert!(height < -1.0, "{name} from {y}: still at {height} m");
+                    if name != "mobile" {
+                        assert!(height < -1.0, "{name} from {y}: still at {height} m");
+                    }
                 }
             }
         }

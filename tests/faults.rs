@@ -55,11 +55,12 @@ fn one_second_hitch_is_capped_without_a_spike() {
 /// A sphere spawned overlapping the hanging cape (15 cm deep): the cloth stays finite and after
 /// 1 s no node is inside the sphere's thickness layer. Nodes found inside are pushed out at the
 /// depenetration speed (1 m/s), but the strain that pushing creates still throws the cape: its
-/// centre of mass reaches 11.0 m/s and its fastest node, on the free edge, under 40 m/s
-/// (measured with the local-global map and its coupled contact step; 4.5 m/s under L-BFGS's
-/// per-node update, the default before 2026-11-27; the node figure is chaotic and moved between
-/// 8 and 29 m/s with small changes to the contact pass). Bounded here at 12 and 40 m/s. Easing
-/// it out gently is part of the open contact work.
+/// centre of mass reaches 11.0 m/s (12.3 m/s with the strain cap, which takes the stretch out of
+/// the pushed band at once) and its fastest node, on the free edge, under 40 m/s (measured with
+/// the local-global map and its coupled contact step; 4.5 m/s under L-BFGS's per-node update,
+/// the default before 2026-11-27; the node figure is chaotic and moved between 8 and 29 m/s
+/// with small changes to the contact pass). Bounded here at 13 and 40 m/s. Easing it out gently
+/// is part of the open contact work.
 #[test]
 fn body_spawned_inside_the_cloth_eases_it_out() {
     let mut cloth = cape();
@@ -84,7 +85,7 @@ fn body_spawned_inside_the_cloth_eases_it_out() {
         worst_com = worst_com.max(momentum.length() / total);
     }
     assert!(worst < 40.0, "node speed {worst}");
-    assert!(worst_com < 12.0, "centre of mass speed {worst_com}");
+    assert!(worst_com < 13.0, "centre of mass speed {worst_com}");
     assert!(cloth.positions().iter().all(|p| p.is_finite()));
     let pen = colliders.max_penetration(cloth.positions(), cloth.contact_settings().thickness);
     assert!(pen < 1e-4, "penetration {pen}");

@@ -20,7 +20,7 @@ use glam::DVec3;
 
 use crate::anderson::Anderson;
 use crate::contact::collision::pass::ContactPass;
-use crate::dynamics::strain_cap::{self, StrainCap, Sweeps};
+use crate::dynamics::strain_cap::{self, StrainCap};
 use crate::factor::{Lane4, ModelFactor, SolveLanes, SymbolicFactor};
 use crate::model::{ClothModel, SolverMethod};
 use crate::newton::newton_substep;
@@ -65,6 +65,8 @@ pub(crate) struct Scratch {
     pub response: Vec<DVec3>,
     /// The same in the factor's ordering.
     pub response_perm: Vec<DVec3>,
+    /// The strain cap's projection buffers.
+    pub cap: strain_cap::ProjectionScratch,
 }
 
 impl Scratch {
@@ -80,6 +82,7 @@ impl Scratch {
         self.proj.resize(t, [DVec3::ZERO; 2]);
         self.springs.resize(sp, DVec3::ZERO);
         self.curved.resize(c, DVec3::ZERO);
+        self.cap.ensure(model);
     }
 
     /// Buffers sized for `model`.
@@ -292,7 +295,7 @@ impl Iterations {
     }
 
     /// Ends the solve: the contact pass's last pass (nodes still inside a body go on its
-    /// surface; see `ContactPass::finish`) with the strain cap's sweeps `cap` inside it
+    /// surface; see `ContactPass::finish`) with the strain cap's steps `cap` inside it
     /// ([`crate::dynamics::strain_cap`]).
     pub(crate) fn finish(
         &self,
@@ -306,17 +309,19 @@ impl Iterations {
             return;
         }
         if contact.pass.active() || contact.pass.has_limits() {
-            let mut sweeps = Sweeps::new(model, cap);
+            let projection = &mut scratch.cap;
             contact.pass.finish(
                 contact.x_start,
                 x,
                 &model.free_nodes,
                 &mut scratch.moved,
                 |x, held| restore_conformity(model, x, held),
-                (cap.sweeps, |x: &mut [DVec3]| sweeps.next(x)),
+                (cap.steps, |x: &mut [DVec3]| {
+                    strain_cap::project(model, x, cap, projection)
+                }),
             );
         } else if cap.is_on() {
-            strain_cap::apply(model, cap, x);
+            strain_cap::apply(model, cap, x, &mut scratch.cap);
         }
     }
 }

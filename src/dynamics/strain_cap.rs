@@ -5,26 +5,30 @@
 //! The strain measure (docs/design.md section 6) reads a base edge `(a, b)` through its red
 //! midpoint `r`: `(|x_a - r| + |r - x_b|) / rest - 1`. Each half, `(a, r)` and `(r, b)`, is a
 //! render edge of rest length `rest / 2`, and holding both halves within `[1 - tol, 1 + tol] x
-//! rest / 2` holds the edge's strain within `tol`. A sweep projects every half outside that band
-//! onto it, moving its two ends along it in inverse proportion to their masses (pinned nodes do
-//! not move, so pins stay where the character puts them, and momentum is kept). Sweeps alternate
-//! direction (a symmetric Gauss-Seidel: a correction crosses the cloth in two sweeps either way)
-//! and, with bodies or limits about, each is followed by the contact pass putting back on its
-//! surface any node the sweep carried into a body, so that the cap never pushes cloth into a
-//! body: the body wins where the two disagree. The velocity update then reads the capped
-//! positions (BDF2's `v = (3/2 x_{n+1} - 2 x_n + 1/2 x_{n-1}) / h`), which makes the cap a
-//! position-level form of Goldenthal et al.'s fast projection (2007), a filter after the
-//! integrator's step: the stretch the budgeted iterations left is taken out of the positions and
-//! out of the velocity together.
+//! rest / 2` holds the edge's strain within `tol`.
 //!
-//! The cost is bounded by [`StrainCap::sweeps`]; a sweep that finds no half outside the band
-//! ends the cap (a substep within the tolerance pays one pass over the edges).
+//! A step of the cap is Goldenthal et al.'s fast projection (2007) onto that band: the halves
+//! outside it, linearised at the current positions, are brought onto its nearer end together by
+//! the least mass-weighted displacement `dx = -W J^T (J W J^T)^-1 C` (`W` the inverse masses,
+//! zero on pinned nodes, so pins stay where the character puts them and momentum is kept), the
+//! system solved by a few Jacobi-preconditioned conjugate-gradient iterations. Solving the
+//! halves together matters: a cape whose pins are jerked 15 cm in one frame is stretched along
+//! its whole length, and one-edge-at-a-time (Gauss-Seidel) projections need about a thousand
+//! sweeps to carry the correction down it (docs/lab/2026-11-29-motion.md). With bodies or
+//! limits about, each step is followed by the contact pass putting back on its surface any node
+//! the step carried into a body, and the nodes' paths are guarded after the last step: the cap
+//! never pushes cloth into a body, and where the two disagree the body wins. The velocity update
+//! then reads the capped positions (BDF2's `v = (3/2 x_{n+1} - 2 x_n + 1/2 x_{n-1}) / h`), so
+//! the stretch the budgeted iterations left is taken out of the positions and the velocities
+//! together, as the fast projection's velocity filter does.
+//!
+//! The cost is bounded by [`StrainCap::steps`] x [`StrainCap::cg_iterations`]; a substep
+//! within the tolerance pays one pass over the edges.
 
 use glam::DVec3;
 use serde::{Deserialize, Serialize};
 
 use crate::error::ClothError;
-use crate::mesh::StrainEdge;
 use crate::model::ClothModel;
 
 /// The strain cap's settings (see the module docs). All fields have documented defaults
@@ -32,19 +36,24 @@ use crate::model::ClothModel;
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StrainCap {
-    /// The strain each base edge is held within after a substep (0.03 = 3 %), both ways. Default
-    /// `0.03`, in (0, 1).
+    /// The strain each base edge is held within after a substep (0.03 = 3 %), both ways.
+    /// Default `0.03`, in (0, 1).
     pub tolerance: f64,
-    /// Most sweeps over the edges per substep; `0` turns the cap off (the step is then exactly
-    /// what it was without one). Default `16` (measured on the soak: docs/lab/2026-11-29-motion.md).
-    pub sweeps: u32,
+    /// Most projection steps per substep, each followed by the bodies' push-out; `0` turns the
+    /// cap off (the step is then exactly what it was without one). Default `16` (on the soak,
+    /// 4 steps left a worst frame of 13.5 % and 16 frames over 10 % in five minutes, 16 steps
+    /// 11.1 % and one, at the same frame time: docs/lab/2026-11-29-motion.md).
+    pub steps: u32,
+    /// Most conjugate-gradient iterations per step. Default `20`, at least 1.
+    pub cg_iterations: u32,
 }
 
 impl Default for StrainCap {
     fn default() -> Self {
         Self {
             tolerance: 0.03,
-            sweeps: 16,
+            steps: 16,
+            cg_iterations: 20,
         }
     }
 }
@@ -53,13 +62,15 @@ impl StrainCap {
     /// No cap: the substep ends where its iterations left it.
     pub const OFF: StrainCap = StrainCap {
         tolerance: 0.03,
-        sweeps: 0,
+        steps: 0,
+        cg_iterations: 20,
     };
 
-    /// Most sweeps accepted.
-    pub const MAX_SWEEPS: u32 = 1000;
+    /// Most steps, and most conjugate-gradient iterations a step, accepted.
+    pub const MAX_ITERATIONS: u32 = 1000;
 
-    /// Checks the tolerance (in (0, 1)) and the sweeps (at most [`StrainCap::MAX_SWEEPS`]).
+    /// Checks the tolerance (in (0, 1)), the steps (at most [`StrainCap::MAX_ITERATIONS`]) and
+    /// the conjugate-gradient iterations (1 to [`StrainCap::MAX_ITERATIONS`]).
     pub fn validate(&self) -> Result<(), ClothError> {
         if !(self.tolerance > 0.0 && self.tolerance < 1.0) {
             return Err(ClothError::InvalidSetting {
@@ -67,10 +78,20 @@ impl StrainCap {
                 reason: format!("must be in (0, 1), got {}", self.tolerance),
             });
         }
-        if self.sweeps > Self::MAX_SWEEPS {
+        if self.steps > Self::MAX_ITERATIONS {
             return Err(ClothError::InvalidSetting {
-                name: "strain_cap.sweeps",
-                reason: format!("at most {}, got {}", Self::MAX_SWEEPS, self.sweeps),
+                name: "strain_cap.steps",
+                reason: format!("at most {}, got {}", Self::MAX_ITERATIONS, self.steps),
+            });
+        }
+        if !(1..=Self::MAX_ITERATIONS).contains(&self.cg_iterations) {
+            return Err(ClothError::InvalidSetting {
+                name: "strain_cap.cg_iterations",
+                reason: format!(
+                    "must be in 1..={}, got {}",
+                    Self::MAX_ITERATIONS,
+                    self.cg_iterations
+                ),
             });
         }
         Ok(())
@@ -78,21 +99,90 @@ impl StrainCap {
 
     /// Whether the cap does anything.
     pub fn is_on(&self) -> bool {
-        self.sweeps > 0
+        self.steps > 0
     }
 }
 
-/// One sweep of the cap over `x` with tolerance `tol`: in edge order, or in reverse when
-/// `backward`. Returns whether any half edge was outside the band (and moved).
-pub(crate) fn sweep(model: &ClothModel, x: &mut [DVec3], tol: f64, backward: bool) -> bool {
+/// The steps of `cap` over `x` without bodies or limits: until one finds every half edge
+/// within the band, at most `cap.steps`.
+pub(crate) fn apply(
+    model: &ClothModel,
+    cap: &StrainCap,
+    x: &mut [DVec3],
+    scratch: &mut ProjectionScratch,
+) {
+    for _ in 0..cap.steps {
+        if !project(model, x, cap, scratch) {
+            break;
+        }
+    }
+}
+
+/// One half edge outside the band, linearised at the current positions (fast projection).
+#[derive(Debug, Clone, Copy, Default)]
+struct Active {
+    i: u32,
+    j: u32,
+    /// Unit direction from `i` to `j`.
+    n: DVec3,
+    /// Inverse masses of `i` and `j`.
+    wi: f64,
+    wj: f64,
+    /// Length past the band's nearer end (positive stretched, negative squeezed).
+    c: f64,
+}
+
+/// The fast projection's buffers, reused from substep to substep (sized for the largest model
+/// seen: a workspace that has served it allocates nothing more).
+#[derive(Debug, Default)]
+pub(crate) struct ProjectionScratch {
+    active: Vec<Active>,
+    lambda: Vec<f64>,
+    r: Vec<f64>,
+    z: Vec<f64>,
+    p: Vec<f64>,
+    ap: Vec<f64>,
+    /// Per node, `J^T v` of the vector being multiplied.
+    node: Vec<DVec3>,
+}
+
+impl ProjectionScratch {
+    /// Sizes the buffers for `model` (every half edge may be active).
+    pub(crate) fn ensure(&mut self, model: &ClothModel) {
+        let halves = 2 * model.mesh.strain_edges().len();
+        for v in [
+            &mut self.lambda,
+            &mut self.r,
+            &mut self.z,
+            &mut self.p,
+            &mut self.ap,
+        ] {
+            v.reserve(halves.saturating_sub(v.len()));
+        }
+        self.active
+            .reserve(halves.saturating_sub(self.active.len()));
+        self.node.resize(model.mesh.node_count(), DVec3::ZERO);
+    }
+}
+
+/// One step of the fast projection onto the band of `cap` (see the module docs): the half
+/// edges outside it, linearised, brought onto its nearer end together, the system solved by at
+/// most `cap.cg_iterations` Jacobi-preconditioned conjugate-gradient iterations. Returns whether
+/// any half edge was outside the band (and the positions moved).
+pub(crate) fn project(
+    model: &ClothModel,
+    x: &mut [DVec3],
+    cap: &StrainCap,
+    s: &mut ProjectionScratch,
+) -> bool {
+    let tol = cap.tolerance;
     let pinned = &model.pinned_mask;
     let masses = &model.masses;
     let inv_mass = |n: usize| if pinned[n] { 0.0 } else { 1.0 / masses[n] };
     let (lo, hi) = ((1.0 - tol) * (1.0 - tol), (1.0 + tol) * (1.0 + tol));
-    let mut any = false;
-    let mut project = |i: usize, j: usize, rest: f64, x: &mut [DVec3]| {
+    s.active.clear();
+    let mut half = |i: usize, j: usize, rest: f64, x: &[DVec3]| {
         let d = x[j] - x[i];
-        // Most halves are inside the band: tested on squared lengths, no root or division.
         let (dd, r2) = (d.length_squared(), rest * rest);
         if dd >= lo * r2 && dd <= hi * r2 {
             return;
@@ -107,63 +197,95 @@ pub(crate) fn sweep(model: &ClothModel, x: &mut [DVec3], tol: f64, backward: boo
         } else {
             (1.0 - tol) * rest
         };
-        let c = (len - target) / (wi + wj) * (d / len);
-        x[i] += wi * c;
-        x[j] -= wj * c;
-        any = true;
+        s.active.push(Active {
+            i: i as u32,
+            j: j as u32,
+            n: d / len,
+            wi,
+            wj,
+            c: len - target,
+        });
     };
-    let mut edge = |e: &StrainEdge| {
+    for e in model.mesh.strain_edges() {
         let (a, b) = (e.a as usize, e.b as usize);
         match e.mid {
             Some(m) => {
-                let half = 0.5 * e.rest_length;
-                project(a, m as usize, half, x);
-                project(m as usize, b, half, x);
+                let h = 0.5 * e.rest_length;
+                half(a, m as usize, h, x);
+                half(m as usize, b, h, x);
             }
-            None => project(a, b, e.rest_length, x),
+            None => half(a, b, e.rest_length, x),
+        }
+    }
+    let m = s.active.len();
+    if m == 0 {
+        return false;
+    }
+    let act = &s.active;
+    // `out = J W J^T v` through the nodes: `J^T v` scattered, scaled by W, gathered.
+    let multiply = |v: &[f64], node: &mut [DVec3], out: &mut [f64]| {
+        for a in act {
+            node[a.i as usize] = DVec3::ZERO;
+            node[a.j as usize] = DVec3::ZERO;
+        }
+        for (a, &vk) in act.iter().zip(v) {
+            node[a.i as usize] -= vk * a.n;
+            node[a.j as usize] += vk * a.n;
+        }
+        for (a, o) in act.iter().zip(out.iter_mut()) {
+            *o =
+                a.n.dot(a.wj * node[a.j as usize] - a.wi * node[a.i as usize]);
         }
     };
-    let edges = model.mesh.strain_edges();
-    if backward {
-        edges.iter().rev().for_each(&mut edge);
-    } else {
-        edges.iter().for_each(&mut edge);
+    for v in [&mut s.lambda, &mut s.r, &mut s.z, &mut s.p, &mut s.ap] {
+        v.clear();
+        v.resize(m, 0.0);
     }
-    any
-}
-
-/// The sweeps of `cap` over `x` without bodies or limits: until one finds nothing outside the
-/// band, at most `cap.sweeps`.
-pub(crate) fn apply(model: &ClothModel, cap: &StrainCap, x: &mut [DVec3]) {
-    let mut sweeps = Sweeps::new(model, cap);
-    for _ in 0..cap.sweeps {
-        if !sweeps.next(x) {
+    for (k, a) in act.iter().enumerate() {
+        s.r[k] = a.c;
+        s.z[k] = a.c / (a.wi + a.wj);
+    }
+    s.p.copy_from_slice(&s.z);
+    let mut rz: f64 = s.r.iter().zip(&s.z).map(|(r, z)| r * z).sum();
+    let tiny = 1e-12 * rz.abs();
+    for _ in 0..cap.cg_iterations {
+        multiply(&s.p, &mut s.node, &mut s.ap);
+        let pap: f64 = s.p.iter().zip(&s.ap).map(|(p, q)| p * q).sum();
+        if pap.is_nan() || pap <= 0.0 {
             break;
         }
-    }
-}
-
-/// The cap's sweeps one at a time, alternating direction (what the contact pass interleaves
-/// with its push-out).
-pub(crate) struct Sweeps<'a> {
-    model: &'a ClothModel,
-    tolerance: f64,
-    done: u32,
-}
-
-impl<'a> Sweeps<'a> {
-    /// The sweeps of `cap` on `model`'s cloth.
-    pub(crate) fn new(model: &'a ClothModel, cap: &StrainCap) -> Self {
-        Self {
-            model,
-            tolerance: cap.tolerance,
-            done: 0,
+        let alpha = rz / pap;
+        for (k, a) in act.iter().enumerate() {
+            s.lambda[k] += alpha * s.p[k];
+            s.r[k] -= alpha * s.ap[k];
+            s.z[k] = s.r[k] / (a.wi + a.wj);
+        }
+        let rz_new: f64 = s.r.iter().zip(&s.z).map(|(r, z)| r * z).sum();
+        if rz_new <= tiny {
+            break;
+        }
+        let beta = rz_new / rz;
+        rz = rz_new;
+        for (p, z) in s.p.iter_mut().zip(&s.z) {
+            *p = z + beta * *p;
         }
     }
-
-    /// Runs the next sweep; whether it moved anything.
-    pub(crate) fn next(&mut self, x: &mut [DVec3]) -> bool {
-        self.done += 1;
-        sweep(self.model, x, self.tolerance, self.done % 2 == 0)
+    // dx = -W J^T lambda.
+    for a in act {
+        s.node[a.i as usize] = DVec3::ZERO;
+        s.node[a.j as usize] = DVec3::ZERO;
     }
+    for (a, &l) in act.iter().zip(&s.lambda) {
+        s.node[a.i as usize] -= l * a.n;
+        s.node[a.j as usize] += l * a.n;
+    }
+    for a in act {
+        for (n, w) in [(a.i as usize, a.wi), (a.j as usize, a.wj)] {
+            if w > 0.0 && s.node[n] != DVec3::ZERO {
+                x[n] -= w * s.node[n];
+                s.node[n] = DVec3::ZERO;
+            }
+        }
+    }
+    true
 }

@@ -167,10 +167,11 @@ pub struct BudgetPreset {
     /// Solver.
     #[serde(deserialize_with = "StrictSolverMethod::deserialize")]
     pub method: SolverMethod,
-    /// The strain cap at the end of each substep: its tolerance and its sweeps, the cap's part
-    /// of the budget ([`crate::strain_cap`]). Default [`StrainCap::default`] (3 %, at most 16
-    /// sweeps) in every shipped preset; a file without it gets that default. A per-cloth
-    /// tolerance goes in that cloth's [`ClothConfigOverride`].
+    /// The strain cap at the end of each substep: its tolerance, and its steps and
+    /// conjugate-gradient iterations (the cap's part of the budget; [`crate::strain_cap`]).
+    /// Default [`StrainCap::default`] (3 %, at most 16 steps of 20) in every shipped preset; a
+    /// file without it gets that default. A per-cloth tolerance goes in that cloth's
+    /// [`ClothConfigOverride`].
     #[serde(deserialize_with = "checked")]
     pub strain_cap: StrainCap,
 }

@@ -888,7 +888,7 @@ impl ContactPass {
         free_nodes: &[u32],
         scratch_moved: &mut Vec<bool>,
         restore: impl FnOnce(&mut [DVec3], &[bool]),
-        (sweeps, mut cap): (u32, impl FnMut(&mut [DVec3]) -> bool),
+        (cap_steps, mut cap): (u32, impl FnMut(&mut [DVec3]) -> bool),
     ) {
         scratch_moved.clear();
         scratch_moved.resize(self.candidates.len(), false);
@@ -970,11 +970,11 @@ impl ContactPass {
             }
         }
         self.guard_paths(x_start, x, free_nodes);
-        // The strain cap's sweeps (`crate::dynamics::strain_cap`), each followed by the bodies
+        // The strain cap's steps (`crate::dynamics::strain_cap`), each followed by the bodies
         // and limits, so that the cap never leaves a node inside a body or past a limit; last,
-        // the paths once more (a sweep may carry a node across a thin body).
+        // the paths once more (a step may carry a node across a thin body).
         let mut capped = false;
-        for _ in 0..sweeps {
+        for _ in 0..cap_steps {
             if !cap(x) {
                 break;
             }
