@@ -880,7 +880,9 @@ impl ContactPass {
     /// pushed out once more, and a final guard runs over every free node whose actual path over
     /// the substep meets a nearby body's swept box (the iterations can carry a node farther
     /// than the broad phase's allowance), so that no node tunnels or stays inside. Records
-    /// which nodes touch, and the forces to start the next substep from.
+    /// which nodes touch, and the forces to start the next substep from. Last, `cap`'s steps
+    /// (at most `cap_steps`, each returning whether it moved anything; the strain cap), each
+    /// followed by the push-out and the limits, and the paths guarded once more.
     pub fn finish(
         &mut self,
         x_start: &[DVec3],
@@ -980,9 +982,6 @@ impl ContactPass {
             }
             capped = true;
             self.push_out_all(x, scratch_moved);
-            if std::env::var("ISO_CAP_GUARD").is_ok() {
-                self.guard_paths(x_start, x, free_nodes);
-            }
             self.clamp_limits(x);
         }
         if capped {
