@@ -14,22 +14,31 @@
 //! Writes a contact sheet and frames under `target/isocloth/` (shaded triangles and capsules in
 //! perspective, drawn with tiny-skia), prints a summary table, then one JSON line.
 //!
-//! Run: `cargo run --release --example cape [-- --limits]`. JSON figures: `max_strain`, `mean_strain`, `max_penetration_m`,
-//! `nodes_inside_body` (the most cape nodes inside any body at the end of a tick, over the
-//! run), `step_ms_median`, `step_ms_p99`, and the run's settings.
+//! Run: `cargo run --release --example cape [-- --limits] [--reference 32x20]`. JSON figures:
+//! `max_strain`, `mean_strain`, `max_penetration_m`, `nodes_inside_body` (the most cape nodes
+//! inside any body at the end of a tick, over the run), `step_ms_median`, `step_ms_p99`, the
+//! run's settings, and with `--reference` the trajectory error (`trajectory_error`, the worst
+//! centre-of-mass distance from the same scene at that converged budget, ticked beside it,
+//! over the cape's size, over the first `trajectory_window_frames` = 180 frames; about a
+//! minute more), else null.
 
 #[path = "common/cape_scene.rs"]
 mod cape_scene;
+#[path = "common/preset_arg.rs"]
+mod preset_arg;
 #[path = "common/render.rs"]
 mod render;
 
 use cape_scene::{CapeScene, DT};
 use isocloth::ecs::ClothConfig;
 use isocloth::rig::{BONES, CharacterRig};
+use isocloth::tuning::TrajectoryError;
 use render::{Camera, Grid, Style};
 use tiny_skia::Pixmap;
 
 const FRAMES: usize = 600;
+/// Frames the trajectory error is taken over (`--reference`).
+const WINDOW: usize = 180;
 
 /// The demo's ground: a grid of 1 m squares around the character.
 fn style(ground_center: glam::DVec3) -> Style {
@@ -55,16 +64,50 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/isocloth");
     std::fs::create_dir_all(&out_dir)?;
 
-    let limits = match std::env::args().nth(1).as_deref() {
-        None => false,
-        Some("--limits") => true,
-        Some(other) => {
-            eprintln!("error: unknown argument `{other}` (the only option is --limits)");
-            std::process::exit(1);
+    let (mut limits, mut reference) = (false, None);
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut k = 0;
+    while k < args.len() {
+        match (args[k].as_str(), args.get(k + 1)) {
+            ("--limits", _) => limits = true,
+            ("--reference", Some(rung)) => {
+                reference = Some(preset_arg::preset_named(rung)?);
+                k += 1;
+            }
+            (other, _) => {
+                eprintln!("error: unknown argument `{other}` (options: --limits, --reference SxI)");
+                std::process::exit(1);
+            }
         }
-    };
+        k += 1;
+    }
     let config = ClothConfig::default();
     let mut scene = CapeScene::new(config.clone(), limits)?;
+    // The same scene at the converged budget, ticked beside the demo (not timed), for the
+    // trajectory error.
+    let mut converged = reference
+        .as_ref()
+        .map(|b| {
+            CapeScene::new(
+                ClothConfig {
+                    budget: b.clone(),
+                    ..config.clone()
+                },
+                limits,
+            )
+        })
+        .transpose()?;
+    let size = {
+        let (lo, hi) = scene.sim().cloth.positions().iter().fold(
+            (
+                glam::DVec3::splat(f64::INFINITY),
+                glam::DVec3::splat(f64::NEG_INFINITY),
+            ),
+            |(lo, hi), &p| (lo.min(p), hi.max(p)),
+        );
+        (hi - lo).max_element()
+    };
+    let (mut path, mut converged_path) = (Vec::with_capacity(FRAMES), Vec::new());
     let node_count = scene.sim().cloth.positions().len();
 
     let (sheet_w, sheet_h, cols, rows) = (1280u32, 720u32, 4u32, 3u32);
@@ -82,9 +125,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for frame in 0..FRAMES {
         let t = frame as f64 * DT;
         let ms = scene.tick();
+        if let Some(c) = &mut converged {
+            c.tick();
+            converged_path.push(c.sim().cloth.center_of_mass());
+        }
         let (phase, speed) = (scene.walker.phase_name(), scene.walker.speed());
         times.push(ms);
         let sim = scene.sim();
+        path.push(sim.cloth.center_of_mass());
         if let Some(e) = &sim.last_error {
             return Err(format!("frame {frame}: {e}").into());
         }
@@ -190,6 +238,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "step (whole ECS tick): median {median:.3} ms, p99 {p99:.3} ms; {iterations} iterations per tick"
     );
     println!("nodes inside a body: at most {inside} at a tick's end");
+    // Over the first 3 s: the running cape turns chaotic after (docs/design.md section 6).
+    let trajectory = converged
+        .is_some()
+        .then(|| TrajectoryError::between(&path, &converged_path, size, Some(WINDOW)));
+    if let (Some(t), Some(b)) = (&trajectory, &reference) {
+        println!(
+            "trajectory error against {} x {}: {:.2} % of the cape's {size:.2} m (worst at frame {}, first {} frames)",
+            b.substeps,
+            b.iterations,
+            100.0 * t.error,
+            t.frame,
+            t.window_frames
+        );
+    }
     println!("pictures: {}", sheet_path.display());
     for p in &written {
         println!("          {}", p.display());
@@ -209,6 +271,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "nodes_inside_body": inside,
         "limits": limits,
         "contact_sheet": sheet_path.display().to_string(),
+        "reference": reference.as_ref().map(|b| format!("{}x{}", b.substeps, b.iterations)),
+        "trajectory_error": trajectory.map(|t| t.error).filter(|e| e.is_finite()),
+        "trajectory_window_frames": trajectory.map(|t| t.window_frames),
     });
     println!("{json}");
     Ok(())
