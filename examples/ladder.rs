@@ -10,12 +10,15 @@
 //! strains more than `--slack` above it while the smaller rung strains at most
 //! `--meaningful` (more work made a usable budget worse). No timing: `tune` times rungs.
 //!
-//! **Motion with strain**: each member also runs once at a converged budget (`--reference`,
-//! default `32x20`; `none` skips it), and each rung's trajectory error (docs/design.md section 6:
-//! the worst centre-of-mass distance from the converged run, over the cloth's size) is the worst
-//! over every member of every scene, over every frame or the first `--window-frames N`. A rung
-//! holds only where strain and trajectory error both hold (`--max-trajectory-error`, default
-//! 0.08); pairs where more budget moves further from the converged cloth are listed too.
+//! **Motion with strain**: each member also runs at a converged budget (`--reference`,
+//! default `32x20`; `none` skips it) and at twice its substeps, and each rung's trajectory error
+//! (docs/design.md section 6: the worst centre-of-mass distance from the converged run, over the
+//! cloth's size) is the worst over every member of every scene, over each member's converged
+//! window (the frames before the reference and its doubling part by 1 % of the size: a sheet a
+//! limb knocks one way or the other has a short one) or the first `--window-frames N` of each
+//! (then without the doubling). A rung holds only where strain and trajectory error both hold
+//! (`--max-trajectory-error`, default 0.08); pairs where more budget moves further from the
+//! converged cloth are listed too.
 //!
 //! Run: `cargo run --release --example ladder -- SCENARIO.ron [SCENARIO.ron ...]
 //! [--written SCENARIO.ron] [--ladder SxI,...] [--preset NAME|FILE.ron] [--no-family] [--slack 0.005] [--meaningful 0.25]
@@ -31,7 +34,8 @@
 //! The table has one row per rung: the worst figures over all scenes, then each scene's family
 //! max strain; rungs that hold the rule (max strain and penetration within bounds, no
 //! rollback) are marked. The last stdout line is one JSON object: `scenarios`, `family`
-//! (member labels), `slack`, `meaningful`, `reference`, `window_frames`,
+//! (member labels), `slack`, `meaningful`, `reference`, `window_frames`, `scene_window_frames`
+//! (per scenario, its members' shortest converged window),
 //! `max_trajectory_error`, `rungs` (per rung `label`, `substeps`, `iterations`, `max_strain`,
 //! `mean_strain`, `penetration_m`, `rollbacks`, `trajectory_error`, `holds`,
 //! `scene_max_strain` and `scene_trajectory_error` per scenario, `worst_member` per scenario),
@@ -276,21 +280,50 @@ fn run(args: &[String]) -> Result<(), Box<dyn Error>> {
         .enumerate()
         .flat_map(|(s, sc)| (0..sc.family.len()).map(move |m| (s, m)))
         .collect();
-    let converged: Vec<Option<Run>> = members
+    // Without `--window-frames`, each member's window is its converged window: the frames
+    // before the reference and the reference at twice its substeps part by 1 % of the cloth's
+    // size (`tuning::converged_frames`, as `tune` finds it).
+    let finer_reference = a
+        .reference
+        .filter(|_| a.window.is_none())
+        .map(|c| Candidate {
+            substeps: 2 * c.substeps,
+            ..c
+        });
+    let references: Vec<Option<(Run, usize)>> = members
         .par_iter()
-        .map(|&(s, m)| {
-            a.reference
-                .as_ref()
-                .map(|c| run_member(&scenes[s], m, c))
-                .transpose()
+        .map(|&(s, m)| -> Result<_, String> {
+            let Some(c) = &a.reference else {
+                return Ok(None);
+            };
+            let run = run_member(&scenes[s], m, c)?;
+            let window = match &finer_reference {
+                Some(f) => {
+                    let finer = run_member(&scenes[s], m, f)?;
+                    tuning::converged_frames(&run.centre_of_mass, &finer.centre_of_mass, run.size)
+                }
+                None => a.window.unwrap_or(run.centre_of_mass.len()),
+            };
+            Ok(Some((run, window)))
         })
         .collect::<Result<_, String>>()?;
     let converged_of = |s: usize, m: usize| {
         members
             .iter()
             .position(|&p| p == (s, m))
-            .and_then(|k| converged[k].as_ref())
+            .and_then(|k| references[k].as_ref())
     };
+    // Per scene, the shortest window over its members.
+    let scene_window: Vec<Option<usize>> = (0..scenes.len())
+        .map(|s| {
+            members
+                .iter()
+                .zip(&references)
+                .filter(|((ms, _), _)| *ms == s)
+                .filter_map(|(_, r)| r.as_ref().map(|r| r.1))
+                .min()
+        })
+        .collect();
     let runs: Vec<Run> = jobs
         .par_iter()
         .map(|&(r, s, m)| run_member(&scenes[s], m, &a.ladder[r]))
@@ -326,12 +359,14 @@ fn run(args: &[String]) -> Result<(), Box<dyn Error>> {
         g.mean_strain = g.mean_strain.max(run.mean_strain);
         g.penetration = g.penetration.max(run.penetration);
         g.rollbacks += run.rollbacks;
-        if let Some(c) = converged_of(s, m) {
+        // A member whose reference parts from its doubling at once has no window: no
+        // verdict on its motion.
+        if let Some((c, window)) = converged_of(s, m).filter(|r| r.1 > 0) {
             let e = TrajectoryError::between(
                 &run.centre_of_mass,
                 &c.centre_of_mass,
                 run.size,
-                a.window,
+                Some(*window),
             )
             .error;
             // A run that ends non-finite has no trajectory: the worst.
@@ -371,9 +406,19 @@ fn run(args: &[String]) -> Result<(), Box<dyn Error>> {
         println!(
             "trajectory error against {}, {}; a rung holds where strain and trajectory error both hold",
             c.label(),
-            a.window.map_or("over every frame".into(), |w| format!(
-                "over the first {w} frames"
-            ))
+            a.window.map_or(
+                format!(
+                    "over each member's converged window (the frames before it and {}x{} part by 1 % of the size; shortest per scene: {})",
+                    2 * c.substeps,
+                    c.iterations,
+                    scene_window
+                        .iter()
+                        .map(|w| w.map_or("-".into(), |w| w.to_string()))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                |w| format!("over the first {w} frames")
+            )
         );
     }
     print!(
@@ -478,6 +523,7 @@ fn run(args: &[String]) -> Result<(), Box<dyn Error>> {
         "meaningful": a.meaningful,
         "reference": a.reference.map(|c| format!("{}x{}", c.substeps, c.iterations)),
         "window_frames": a.window,
+        "scene_window_frames": scene_window,
         "max_trajectory_error": a.max_trajectory_error,
         "rungs": a.ladder.iter().zip(&rungs).map(|(c, g)| json!({
             "label": label(c),
