@@ -32,7 +32,7 @@ mod render;
 use cape_scene::{CapeScene, DT};
 use isocloth::ecs::ClothConfig;
 use isocloth::rig::{BONES, CharacterRig};
-use isocloth::tuning::TrajectoryError;
+use isocloth::tuning::{self, TrajectoryError};
 use render::{Camera, Grid, Style};
 use tiny_skia::Pixmap;
 
@@ -97,16 +97,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             )
         })
         .transpose()?;
-    let size = {
-        let (lo, hi) = scene.sim().cloth.positions().iter().fold(
-            (
-                glam::DVec3::splat(f64::INFINITY),
-                glam::DVec3::splat(f64::NEG_INFINITY),
-            ),
-            |(lo, hi), &p| (lo.min(p), hi.max(p)),
-        );
-        (hi - lo).max_element()
-    };
+    let size = tuning::cloth_size(scene.sim().cloth.positions());
     let (mut path, mut converged_path) = (Vec::with_capacity(FRAMES), Vec::new());
     let node_count = scene.sim().cloth.positions().len();
 

@@ -1187,14 +1187,9 @@ impl LoadedScenario {
     /// The cloth's size: the longest side of the box around its nodes at the start (m). The
     /// tuner divides trajectory errors by it.
     pub fn cloth_size(&self) -> f64 {
-        let Some(sim) = self.world.get::<ClothSim>(self.cloth_entity) else {
-            return 0.0;
-        };
-        let (lo, hi) = sim.cloth.positions().iter().fold(
-            (DVec3::splat(f64::INFINITY), DVec3::splat(f64::NEG_INFINITY)),
-            |(lo, hi), &p| (lo.min(p), hi.max(p)),
-        );
-        (hi - lo).max_element().max(0.0)
+        self.world
+            .get::<ClothSim>(self.cloth_entity)
+            .map_or(0.0, |sim| crate::tuning::cloth_size(sim.cloth.positions()))
     }
 
     /// Runs the scenario at `budget` instead of the file's, every cloth (the cloths are

@@ -55,8 +55,9 @@ impl Candidate {
 
     /// The converged run the examples measure trajectory errors against
     /// (`scenario --reference`, `ladder`): 32 substeps x 20 iterations of the accelerated
-    /// local-global map, where 16 x 10 and 8 x 40 agree with it to about 2 cm on the running
-    /// cape (docs/lab/2026-11-29-motion.md).
+    /// local-global map. Twice its substeps moves the banner's centre of mass by 0.03 % of its
+    /// size and the running cape's by 2.7 % over its first 3 s (`scenario --spread`;
+    /// docs/lab/2026-11-29-motion.md).
     pub fn converged() -> Self {
         Self {
             substeps: 32,
@@ -209,6 +210,16 @@ impl Reference {
     pub fn trajectory_error(&self, centre_of_mass: &[DVec3]) -> f64 {
         TrajectoryError::between(centre_of_mass, &self.centre_of_mass, self.size, None).error
     }
+}
+
+/// A cloth's size as trajectory errors are divided by it: the longest side of the box around
+/// `positions` (m; 0 for none).
+pub fn cloth_size(positions: &[DVec3]) -> f64 {
+    let (lo, hi) = positions.iter().fold(
+        (DVec3::splat(f64::INFINITY), DVec3::splat(f64::NEG_INFINITY)),
+        |(lo, hi), &p| (lo.min(p), hi.max(p)),
+    );
+    (hi - lo).max_element().max(0.0)
 }
 
 /// The trajectory error of one run against a converged run of the same scene (docs/design.md
