@@ -27,16 +27,21 @@
 //! camera with capes tinted by rung (`target/isocloth/crowd.png`: green console, blue mobile,
 //! orange half rate, grey follow-skin) and the cloth time against the budget over the run with
 //! the number of rung changes each frame (`target/isocloth/crowd_time.png`); ends with one JSON line: `frame_ms_p50`,
-//! `frame_ms_p99` (the cloth step's wall-clock time a frame, after the first second),
+//! `frame_ms_p99` (the cloth step's wall-clock time a frame, after the first second;
+//! `step_ms_p99` the same figure under the name the tick's split uses),
 //! `tick_ms_p50`, `tick_ms_p99` (the whole cloth schedule's: bones, attachments, plan, step,
-//! render meshes),
+//! render meshes), `other_ms_p50`, `other_ms_p99` (the tick less the step), `culled_mean`
+//! (capes outside the camera's view a frame, mean: the example culls them as a game does,
+//! `ClothDrawn(false)`, so they get no render mesh),
 //! `summed_ms_p50` (the capes' step times summed), `budget_ms`,
 //! `nearest4_max_strain`, `nearest4_nodes_inside_body` (the four capes nearest the camera),
 //! `near_max_strain`, `near_pinned_max_strain`, `near_nodes_inside_body` (the eight nearest;
 //! nodes inside checked every tenth frame against each character's own bodies), `bodies_per_cape_mean` (bodies a cape's
 //! collision groups let its broad phase see, mean over capes and checked frames: each
 //! character and its cape share one of 32 groups), `rung_changes`, `min_change_interval_s` (the shortest time
-//! between two rung changes of one cape), `memory_bytes_start` (resident memory after 10 s),
+//! between two rung changes of one cape), `min_change_interval_near8_s` (the same for changes
+//! made while the cape was among the eight nearest the camera: far capes giving way to a
+//! surge are left out), `memory_bytes_start` (resident memory after 10 s),
 //! `memory_bytes_minute` (after 60 s; the soak's reference, 0 in a shorter run),
 //! `memory_bytes_end`.
 
@@ -56,8 +61,9 @@ use std::path::PathBuf;
 use bevy_ecs::prelude::*;
 use glam::{DQuat, DVec3, Vec3};
 use isocloth::ecs::{
-    BonePose, ClothColliders, ClothCollisionGroups, ClothConfig, ClothLod, ClothRenderMesh,
-    ClothSim, DemoCharacter, add_cloth_systems, init_cloth_resources, spawn_character_with_cape,
+    BonePose, ClothColliders, ClothCollisionGroups, ClothConfig, ClothDrawn, ClothLod,
+    ClothRenderMesh, ClothSim, DemoCharacter, add_cloth_systems, init_cloth_resources,
+    spawn_character_with_cape,
 };
 use isocloth::lod::{ClothBudget, Rung};
 use isocloth::rig::{self, Animation, CharacterRig};
@@ -72,6 +78,11 @@ const END_X: f64 = -12.0;
 const HALF_WIDTH: f64 = 8.0;
 /// The camera: at the plaza's near end, looking along it.
 const EYE: DVec3 = DVec3::new(-18.0, 2.2, 0.0);
+/// Where the camera looks, and its vertical field of view (radians) for a 16:9 picture.
+const LOOK_AT: DVec3 = DVec3::new(0.0, 0.8, 0.0);
+const FOV_Y: f64 = 0.9;
+/// A cape's bounding sphere about its centre of mass (m): the 0.9 m cape and its sway.
+const CAPE_RADIUS: f64 = 1.0;
 const NEAR: usize = 8;
 /// The nearest capes, judged on the tighter bound.
 const NEAREST: usize = 4;
@@ -232,6 +243,21 @@ fn settle(template: &mut Cloth) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+/// Whether a sphere at `center` of `radius` is inside the camera's view (its four side
+/// planes): a cape outside it is culled, as a game culls what it does not draw
+/// ([`ClothDrawn`]).
+fn in_view(center: DVec3, radius: f64) -> bool {
+    let forward = (LOOK_AT - EYE).normalize();
+    let right = forward.cross(DVec3::Y).normalize();
+    let up = right.cross(forward);
+    let d = center - EYE;
+    let z = d.dot(forward);
+    let (ty, tx) = ((0.5 * FOV_Y).tan(), (0.5 * FOV_Y).tan() * 16.0 / 9.0);
+    // Distance past each side plane (positive outside), the planes through the eye.
+    let side = |t: f64, lateral: f64| (lateral.abs() - t * z) / (1.0 + t * t).sqrt();
+    z > -radius && side(tx, d.dot(right)) < radius && side(ty, d.dot(up)) < radius
+}
+
 /// Resident memory of this process in bytes (Linux; 0 elsewhere).
 fn resident_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/statm")
@@ -267,6 +293,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     rayon::ThreadPoolBuilder::new()
         .num_threads(args.threads)
         .build_global()?;
+
     // The default ladder without desktop (too dear for a crowd) and sleep (see the docs).
     let ladder = ClothBudget::default().ladder;
     let simulate = |&(substeps, iterations): &(u32, u32)| Rung::Simulate {
@@ -365,6 +392,13 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     // The whole cloth schedule's wall time a frame (gather, attachments, plan, step, meshes).
     let mut ticks = vec![f64::NAN; frames];
     ticks.clear();
+    // The tick's work outside the step (gather, attachments, plan, render meshes) a frame.
+    let mut others = vec![f64::NAN; frames];
+    others.clear();
+    // Capes culled (outside the camera's view) a frame, summed.
+    let mut culled_total = 0usize;
+    // The shortest time between two rung changes of a cape among the eight nearest.
+    let mut min_interval_near = f64::INFINITY;
     // Rung changes a frame (every cape), for the time plot; kept written through, as the logs.
     let mut changes = vec![0usize; frames];
     changes.clear();
@@ -415,9 +449,27 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 }
             }
         }
+        // The game culls the capes it does not draw (from last tick's place, as a game does).
+        for w in &walkers {
+            let center = world
+                .get::<ClothSim>(w.cape)
+                .ok_or("cape missing")?
+                .cloth
+                .center_of_mass();
+            let drawn = in_view(center, CAPE_RADIUS);
+            culled_total += usize::from(!drawn);
+            match world.get_mut::<ClothDrawn>(w.cape) {
+                Some(mut d) => d.0 = drawn,
+                None => {
+                    world.entity_mut(w.cape).insert(ClothDrawn(drawn));
+                }
+            }
+        }
         let tick_start = std::time::Instant::now();
         schedule.run(&mut world);
-        ticks.push(tick_start.elapsed().as_secs_f64() * 1e3);
+        let tick_ms = tick_start.elapsed().as_secs_f64() * 1e3;
+        ticks.push(tick_ms);
+        others.push(tick_ms - world.resource::<ClothLod>().last_wall_ms());
         // What a Bevy `App` does after every update: without it a bare `World` keeps every
         // despawned component's removal event (the churn's capes and bones), 0.1-0.2 MB a
         // minute here.
@@ -438,12 +490,15 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         let mut counts = [0usize; 4];
         let mut by_distance: Vec<(f64, usize)> = Vec::with_capacity(walkers.len());
         let mut changed_now = 0usize;
+        // Per walker, the time since its last rung change if it changed rung this frame.
+        let mut changed_after = vec![f64::INFINITY; walkers.len()];
         for (k, w) in walkers.iter().enumerate() {
             let rung = lod.rung_of(w.cape).unwrap_or(3);
             counts[rung.min(3)] += 1;
             match last_rung.get(&w.cape) {
                 Some(&(r, at)) if r != rung => {
                     min_interval = min_interval.min(now - at);
+                    changed_after[k] = now - at;
                     last_rung.insert(w.cape, (rung, now));
                     changed_now += 1;
                 }
@@ -460,6 +515,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         }
         by_distance.sort_by(|a, b| a.0.total_cmp(&b.0));
         let (mut near_strain, mut near_pinned, mut nearest_strain) = (0.0f64, 0.0f64, 0.0f64);
+        for &(_, k) in by_distance.iter().take(NEAR) {
+            min_interval_near = min_interval_near.min(changed_after[k]);
+        }
         for (rank, &(_, k)) in by_distance.iter().take(NEAR).enumerate() {
             let sim = world
                 .get::<ClothSim>(walkers[k].cape)
@@ -512,7 +570,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let out = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/isocloth");
     std::fs::create_dir_all(&out)?;
     let (width, height) = (960u32, 540u32);
-    let cam = render::Camera::look_at(EYE, DVec3::new(0.0, 0.8, 0.0), 0.9, width, height);
+    let cam = render::Camera::look_at(EYE, LOOK_AT, FOV_Y, width, height);
     let mut meshes: Vec<(Vec<Vec3>, Vec<u32>, usize)> = Vec::new();
     let mut bodies: Vec<(ColliderShape, Pose)> = Vec::new();
     for w in &walkers {
@@ -586,6 +644,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
 
     let mut whole: Vec<f64> = ticks.iter().skip(60).copied().collect();
     whole.sort_by(f64::total_cmp);
+    let mut other: Vec<f64> = others.iter().skip(60).copied().collect();
+    other.sort_by(f64::total_cmp);
+    let culled_mean = culled_total as f64 / frames.max(1) as f64;
     let mut settled: Vec<f64> = totals.iter().skip(60).copied().collect();
     settled.sort_by(f64::total_cmp);
     let (p50, p99) = (percentile(&settled, 0.5), percentile(&settled, 0.99));
@@ -596,7 +657,11 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     println!("{:<30} {:>12}", "figure", "value");
     println!("{:<30} {:>12.3}", "cloth ms p50", p50);
     println!("{:<30} {:>12.3}", "cloth ms p99", p99);
+    println!("{:<30} {:>12.3}", "tick ms p50", percentile(&whole, 0.5));
     println!("{:<30} {:>12.3}", "tick ms p99", percentile(&whole, 0.99));
+    println!("{:<30} {:>12.3}", "other ms p50", percentile(&other, 0.5));
+    println!("{:<30} {:>12.3}", "other ms p99", percentile(&other, 0.99));
+    println!("{:<30} {:>12.2}", "capes culled (mean)", culled_mean);
     println!("{:<30} {:>12.3}", "summed ms p50", summed_p50);
     println!("{:<30} {:>12.3}", "budget ms", args.budget_ms);
     println!(
@@ -616,6 +681,10 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     println!("{:<30} {:>12}", "near (8) nodes inside a body", near_inside);
     println!("{:<30} {:>12}", "rung changes", rung_changes);
     println!("{:<30} {:>12.3}", "min change interval (s)", min_interval);
+    println!(
+        "{:<30} {:>12.3}",
+        "min change interval near 8 (s)", min_interval_near
+    );
     println!("{:<30} {:>12}", "arrivals", arrivals);
     println!("{:<30} {:>12}", "memory after 10 s (bytes)", memory_start);
     println!("{:<30} {:>12}", "memory after 60 s (bytes)", memory_minute);
@@ -633,6 +702,10 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             "frame_ms_p99": p99,
             "tick_ms_p50": percentile(&whole, 0.5),
             "tick_ms_p99": percentile(&whole, 0.99),
+            "step_ms_p99": p99,
+            "other_ms_p50": percentile(&other, 0.5),
+            "other_ms_p99": percentile(&other, 0.99),
+            "culled_mean": culled_mean,
             "summed_ms_p50": summed_p50,
             "threads": args.threads,
             "nearest4_max_strain": nearest4_max_strain,
@@ -643,6 +716,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             "bodies_per_cape_mean": bodies_seen.0 as f64 / bodies_seen.1.max(1) as f64,
             "rung_changes": rung_changes,
             "min_change_interval_s": if min_interval.is_finite() { min_interval } else { -1.0 },
+            "min_change_interval_near8_s": if min_interval_near.is_finite() { min_interval_near } else { -1.0 },
             "rungs": rung_names,
             "memory_bytes_start": memory_start,
             "memory_bytes_minute": memory_minute,

@@ -105,6 +105,10 @@ pub struct Cloth {
     /// The skinned pose max distance and backstops are measured from (empty until a limit
     /// needs it).
     skin: SkinFrame,
+    /// The skin's rigid motion over the coming frame, when given without per-node targets
+    /// ([`Cloth::set_skin_motion`]); used by the next [`Cloth::follow_skin`] and dropped at the
+    /// end of the frame.
+    skin_motion: Option<SkinMotion>,
     /// Per limit, the force it ended the last step with (the next step's warm start).
     limit_forces: Vec<f64>,
     /// The cloth against itself.
@@ -119,6 +123,22 @@ pub struct Cloth {
     /// A non-finite value appeared inside the current step (caught even if a later pass
     /// overwrote it).
     fault: bool,
+}
+
+/// The rigid motion that best carries a cloth's skinned pose from the last frame to the next
+/// one (least squares over every skinned node): `x -> to + rotation * (x - from)`
+/// ([`Cloth::set_skin_motion`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SkinMotion {
+    /// The rotation (unit).
+    pub rotation: glam::DQuat,
+    /// The skinned pose's centroid at the last frame.
+    pub from: DVec3,
+    /// Its centroid at the next.
+    pub to: DVec3,
+    /// Whether the skin moves at all (its bones moved). A still skin lets
+    /// [`Cloth::follow_skin`] carry the free nodes by the pins' mean motion instead.
+    pub moving: bool,
 }
 
 impl Cloth {
@@ -146,6 +166,7 @@ impl Cloth {
             aero: Aerodynamics::default(),
             limits: LimitSettings::default(),
             skin: SkinFrame::default(),
+            skin_motion: None,
             limit_forces: Vec::new(),
             self_collision: SelfCollisionSettings::default(),
             self_forces: Vec::new(),
@@ -298,7 +319,17 @@ impl Cloth {
         std::mem::swap(&mut st.prev_positions, &mut st.positions);
         std::mem::swap(&mut st.prev_velocities, &mut st.velocities);
         let skinned = self.skin.target.len() == st.positions.len();
-        let (rotation, from, to) = if !skinned {
+        let motion = self.skin_motion.take();
+        let (rotation, from, to) = if let Some(m) = motion.filter(|m| m.moving) {
+            (m.rotation, m.from, m.to)
+        } else if motion.is_some() && !self.pin_start.is_empty() {
+            let mean = |v: &[DVec3]| v.iter().sum::<DVec3>() / v.len() as f64;
+            (
+                glam::DQuat::IDENTITY,
+                mean(&self.pin_start),
+                mean(&self.pin_target),
+            )
+        } else if motion.is_some() || !skinned {
             (glam::DQuat::IDENTITY, DVec3::ZERO, DVec3::ZERO)
         } else if self.skin.moving() || self.pin_start.is_empty() {
             // The skin's motion over the frame; on a frame where the skin holds still (its
@@ -317,6 +348,7 @@ impl Cloth {
         // Carried rigidly with the skin, then every node closes the same fraction of its
         // offset (so the cloth eases as one piece, not node by node): `blend`, or less where
         // the farthest node would move faster than `max_speed`.
+        let carried = skinned || motion.is_some();
         let carry = |x0: DVec3| to + rotation * (x0 - from);
         let positions = st.positions.iter_mut().zip(&st.prev_positions);
         if skinned && blend > 0.0 {
@@ -343,7 +375,7 @@ impl Cloth {
             }
         } else {
             for ((x, x0), v) in positions.zip(st.velocities.iter_mut()) {
-                *x = if skinned { carry(*x0) } else { *x0 };
+                *x = if carried { carry(*x0) } else { *x0 };
                 *v = (*x - *x0) / dt;
             }
         }
@@ -376,6 +408,7 @@ impl Cloth {
     /// is not simulated (a crowd's far capes, following their skins) holds none, and the next
     /// simulated frame takes it again.
     fn skip_frame(&mut self) {
+        self.skin_motion = None;
         self.pin_start.copy_from_slice(&self.pin_target);
         if self.skin.moving() {
             self.skin.finish_frame();
@@ -554,6 +587,41 @@ impl Cloth {
         &self.skin.target
     }
 
+    /// Sets every node's skinned position now and at the end of the next frame: a skin that
+    /// holds still over the frame ([`Cloth::set_skin_targets`] interpolates from the last
+    /// frame's targets instead). For a skin given again after frames without one
+    /// ([`crate::attachment::SkinUse`]), so that the limits do not sweep from a stale pose.
+    pub fn set_skin_pose(&mut self, targets: &[DVec3]) -> Result<(), ClothError> {
+        let n = per_node_input("skin pose", targets, n_nodes(self))?;
+        let normals = self.limits.uses_backstop();
+        if self.skin.start.len() != n {
+            self.skin = SkinFrame::still(&self.model.mesh, targets, normals);
+        } else {
+            // In place: a cloth stepping up from following its skin allocates nothing.
+            self.skin.set_target(&self.model.mesh, targets, normals);
+            self.skin.finish_frame();
+        }
+        Ok(())
+    }
+
+    /// Sets the skin's rigid motion over the coming frame without per-node skin targets: what
+    /// the next [`Cloth::follow_skin`] carries the free nodes by, in place of the fit of the
+    /// targets ([`crate::attachment::Attachments::apply_using`] with
+    /// [`crate::attachment::SkinUse::Motion`] computes it from the bones alone, whatever the
+    /// node count). Dropped at the end of the frame. Refused: a pose that is not finite or a
+    /// rotation that is not unit.
+    pub fn set_skin_motion(&mut self, motion: SkinMotion) -> Result<(), ClothError> {
+        let pose = Pose::new(motion.to - motion.rotation * motion.from, motion.rotation);
+        if !(pose.is_valid() && motion.from.is_finite() && motion.to.is_finite()) {
+            return Err(ClothError::InvalidSetting {
+                name: "skin motion",
+                reason: "needs finite points and a unit rotation".into(),
+            });
+        }
+        self.skin_motion = Some(motion);
+        Ok(())
+    }
+
     /// Whether the cloth is asleep: its nodes, pins, skin and nearby bodies stayed still for
     /// [`SleepSettings::time`](crate::SleepSettings::time), and steps cost only the checks
     /// that wake it (a pin or skin target that moves, a body near it that moves, a collider
@@ -671,6 +739,12 @@ impl Cloth {
             f.force = transform.transform_vector(f.force);
         }
         self.skin.transform(transform);
+        if let Some(m) = &mut self.skin_motion {
+            // The motion seen from the teleported world: `T M T^-1`.
+            m.rotation = transform.rotation * m.rotation * transform.rotation.inverse();
+            m.from = transform.transform_point(m.from);
+            m.to = transform.transform_point(m.to);
+        }
         self.wake();
         Ok(())
     }
@@ -858,6 +932,7 @@ impl Cloth {
                 report.asleep = self.sleep.asleep;
             }
             self.pin_start.copy_from_slice(&self.pin_target);
+            self.skin_motion = None;
             if self.skin.moving() {
                 self.skin.finish_frame();
             }
@@ -1230,6 +1305,51 @@ impl Cloth {
         }
     }
 
+    /// Writes render positions and area-weighted vertex normals (f32, one each per node) into
+    /// `positions` and `normals`, reusing their allocations: the normals from the f32
+    /// positions just written, in one call (what [`Cloth::write_render_positions`] and
+    /// [`Cloth::write_render_normals`] give, to f32 rounding, for a fraction of the time: on
+    /// `crowd` the render meshes were a sixth of the tick).
+    pub fn write_render_mesh(&self, positions: &mut Vec<Vec3>, normals: &mut Vec<Vec3>) {
+        self.write_render_positions(positions);
+        self.normals_of(positions, normals);
+    }
+
+    /// [`Cloth::write_render_mesh`] in another frame: positions carried by `world_to_local`
+    /// (an entity's inverse transform) as they are written, normals those of the carried mesh
+    /// (right under any invertible `world_to_local`, a non-uniform scale included).
+    pub fn write_render_mesh_in(
+        &self,
+        world_to_local: &glam::DAffine3,
+        positions: &mut Vec<Vec3>,
+        normals: &mut Vec<Vec3>,
+    ) {
+        positions.clear();
+        positions.extend(
+            self.state
+                .positions
+                .iter()
+                .map(|p| world_to_local.transform_point3(*p).as_vec3()),
+        );
+        self.normals_of(positions, normals);
+    }
+
+    /// Area-weighted unit vertex normals of the render mesh at `x` into `normals`.
+    fn normals_of(&self, x: &[Vec3], normals: &mut Vec<Vec3>) {
+        normals.clear();
+        normals.resize(x.len(), Vec3::ZERO);
+        for t in self.model.mesh.render_triangles() {
+            let [a, b, c] = t.map(|i| x[i as usize]);
+            let n = (b - a).cross(c - a);
+            for &i in t {
+                normals[i as usize] += n;
+            }
+        }
+        for n in normals.iter_mut() {
+            *n = n.normalize_or(Vec3::Z);
+        }
+    }
+
     /// Render triangle indices (flattened, three per triangle).
     pub fn render_indices(&self) -> Vec<u32> {
         self.model
@@ -1365,6 +1485,13 @@ fn rigid_fit(from: &[DVec3], to: &[DVec3]) -> (glam::DQuat, DVec3, DVec3) {
             s[i][j] -= mp[i] * sq[j];
         }
     }
+    (fit_rotation(s), a, b)
+}
+
+/// The rotation `r` that maximises `sum (r p) . q` given `s[i][j] = sum p_i q_j` over centred
+/// point pairs (Horn's quaternion method: the dominant eigenvector of his 4 x 4 matrix, by
+/// shifted power iteration).
+pub(crate) fn fit_rotation(s: [[f64; 3]; 3]) -> glam::DQuat {
     let [[xx, xy, xz], [yx, yy, yz], [zx, zy, zz]] = s;
     let m = [
         [xx + yy + zz, yz - zy, zx - xz, xy - yx],
@@ -1386,8 +1513,7 @@ fn rigid_fit(from: &[DVec3], to: &[DVec3]) -> (glam::DQuat, DVec3, DVec3) {
         }
         v = w.map(|x| x / len);
     }
-    let r = glam::DQuat::from_xyzw(v[1], v[2], v[3], v[0]).normalize();
-    (r, a, b)
+    glam::DQuat::from_xyzw(v[1], v[2], v[3], v[0]).normalize()
 }
 
 #[cfg(test)]

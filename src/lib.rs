@@ -68,8 +68,8 @@ pub use engine::{layering, lod, tuning, worker};
 pub use mesh::obj;
 
 pub use aero::Aerodynamics;
-pub use attachment::{AttachError, AttachmentSettings, Attachments, Influence};
-pub use cloth::{Cloth, ClothSnapshot, ClothState, StepReport};
+pub use attachment::{AttachError, AttachmentSettings, Attachments, Influence, SkinUse};
+pub use cloth::{Cloth, ClothSnapshot, ClothState, SkinMotion, StepReport};
 pub use collision::{
     BodyExclusions, ColliderError, ColliderId, ColliderSet, ColliderShape, CollisionGroups,
     ContactForce, ContactSettings, ConvexHull, GroupError, HeightField, Pose, TriangleMesh,

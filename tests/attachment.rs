@@ -439,3 +439,98 @@ fn rigid_pins_move_the_row_as_one_piece() {
     assert!(spread(&row(true)) < 1e-9, "{}", spread(&row(true)));
     assert!(spread(&row(false)) > 1e-2, "{}", spread(&row(false)));
 }
+
+/// A cape following its skin by the skin's rigid motion computed from the bones alone
+/// (`SkinUse::Motion`: the moments of the skin by bone pair) moves exactly as one following
+/// the fit of every node's skinned target (`SkinUse::Every`): three bones turning and moving
+/// apart, every node weighted on all three, 100 m from the origin, with a teleport on the way;
+/// within 1e-9 m every frame (the two sums differ only in rounding).
+#[test]
+fn following_the_skins_motion_matches_fitting_every_node() {
+    use isocloth::SkinUse;
+    let origin = DVec3::new(100.0, 0.0, -40.0);
+    let bones_at = |t: f64| -> Vec<Pose> {
+        (0..3)
+            .map(|b| {
+                let b = b as f64;
+                Pose::new(
+                    origin
+                        + DVec3::new(0.3 * b + t, 1.5 + 0.1 * (t * (1.0 + b)).sin(), 0.2 * t * b),
+                    DQuat::from_axis_angle(
+                        DVec3::new(0.2 * b, 1.0, 0.1).normalize(),
+                        (0.7 + 0.4 * b) * t,
+                    ),
+                )
+            })
+            .collect()
+    };
+    // The third follows its pins' mean motion only (no skin given): the skin's turn must
+    // make a difference for the test to mean anything.
+    let mut twins = [cape(), cape(), cape()];
+    let bind = bones_at(0.0);
+    let mut attachments = Vec::new();
+    for c in &mut twins {
+        c.teleport(&Pose::new(origin, DQuat::IDENTITY)).unwrap();
+        let x = c.positions().to_vec();
+        let influences = |p: DVec3| -> Vec<Influence> {
+            (0..3)
+                .map(|b| Influence {
+                    bone: b,
+                    weight: 1.0 + (p.x - origin.x + 0.5 * b as f64).abs() + (p.y - 1.0).abs(),
+                })
+                .collect()
+        };
+        let pins: Vec<(u32, Vec<Influence>)> = c
+            .pins()
+            .iter()
+            .map(|&n| (n, influences(x[n as usize])))
+            .collect();
+        let every: Vec<(u32, Vec<Influence>)> = (0..x.len() as u32)
+            .map(|n| (n, influences(x[n as usize])))
+            .collect();
+        let a = Attachments::bind(c, &pins, &bind, 0, AttachmentSettings::default())
+            .unwrap()
+            .with_skin(c, &every, &bind)
+            .unwrap();
+        attachments.push(a);
+    }
+    let dt = 1.0 / 60.0;
+    for frame in 1..=90 {
+        let mut poses = bones_at(frame as f64 * dt);
+        if frame > 45 {
+            // A 3 m jump of every bone: the attachments teleport the cloth.
+            for p in &mut poses {
+                p.translation += DVec3::new(3.0, 0.0, 0.0);
+            }
+        }
+        for (k, (c, a)) in twins.iter_mut().zip(&mut attachments).enumerate() {
+            // The first frame gives both every target: a skin given for the first time holds
+            // still over its frame (the pins carry the cloth), which the motion need not copy.
+            let skin = match k {
+                _ if frame == 1 => SkinUse::Every,
+                0 => SkinUse::Every,
+                1 => SkinUse::Motion,
+                _ => SkinUse::Nothing,
+            };
+            a.apply_using(c, &poses, true, skin).unwrap();
+            c.follow_skin(dt, 0.0, 10.0).unwrap();
+        }
+        let gap = twins[0]
+            .positions()
+            .iter()
+            .zip(twins[1].positions())
+            .map(|(a, b)| a.distance(*b))
+            .fold(0.0f64, f64::max);
+        assert!(gap < 1e-9, "frame {frame}: the twins are {gap} m apart");
+    }
+    let turned = twins[0]
+        .positions()
+        .iter()
+        .zip(twins[2].positions())
+        .map(|(a, b)| a.distance(*b))
+        .fold(0.0f64, f64::max);
+    assert!(
+        turned > 0.1,
+        "the skin's turn moved the cape only {turned} m"
+    );
+}

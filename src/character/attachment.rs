@@ -258,6 +258,121 @@ impl Skin {
     }
 }
 
+/// The second moments of a [`Skin`] by bone pair: what the skin's best rigid motion between
+/// two sets of bone poses needs ([`SkinMoments::motion`]), whatever the node count. With
+/// `a_i = sum_j w_ij (R_j o_ij + t_j)` the skinned node, `sum_i a_i` and `sum_i a_i b_i^T`
+/// (`b` the skin at other poses) expand into the bones' rotations and translations against
+/// sums over the nodes fixed at bind: per bone `sum w o` and `sum w`, per bone pair
+/// `sum w w' o o'^T`, `sum w w' o`, `sum w w' o'` and `sum w w'`.
+#[derive(Debug, Clone, Default)]
+struct SkinMoments {
+    nodes: usize,
+    /// Per bone: `(bone, sum w o, sum w)`.
+    first: Vec<(u32, DVec3, f64)>,
+    /// Per bone pair `(p, q)`: `sum w_p w_q o_p o_q^T`, `sum w_p w_q o_p`, `sum w_p w_q o_q`,
+    /// `sum w_p w_q`.
+    second: Vec<((u32, u32), PairMoments)>,
+}
+
+/// One bone pair's sums in [`SkinMoments`].
+type PairMoments = (glam::DMat3, DVec3, DVec3, f64);
+
+impl SkinMoments {
+    fn of(skin: &Skin) -> Self {
+        use std::collections::BTreeMap;
+        let mut first: BTreeMap<u32, (DVec3, f64)> = BTreeMap::new();
+        let mut second: BTreeMap<(u32, u32), PairMoments> = BTreeMap::new();
+        for k in 0..skin.nodes.len() {
+            let (s, e) = (skin.ranges[k] as usize, skin.ranges[k + 1] as usize);
+            for j in s..e {
+                let (wj, oj) = (skin.weights[j], skin.offsets[j]);
+                let f = first.entry(skin.bones[j]).or_default();
+                f.0 += wj * oj;
+                f.1 += wj;
+                for l in s..e {
+                    let (wl, ol) = (skin.weights[l], skin.offsets[l]);
+                    let w = wj * wl;
+                    let m = second.entry((skin.bones[j], skin.bones[l])).or_insert((
+                        glam::DMat3::ZERO,
+                        DVec3::ZERO,
+                        DVec3::ZERO,
+                        0.0,
+                    ));
+                    m.0 +=
+                        glam::DMat3::from_cols(oj * (w * ol.x), oj * (w * ol.y), oj * (w * ol.z));
+                    m.1 += w * oj;
+                    m.2 += w * ol;
+                    m.3 += w;
+                }
+            }
+        }
+        Self {
+            nodes: skin.nodes.len(),
+            first: first.into_iter().map(|(b, (m, w))| (b, m, w)).collect(),
+            second: second.into_iter().collect(),
+        }
+    }
+
+    /// The rigid motion that best carries the skin at the bones' frames `from` onto the skin at
+    /// `to` (least squares over every node, as [`crate::Cloth::follow_skin`] fits the targets),
+    /// the sums taken about the bones `anchor`'s positions (so that they stay the size of the
+    /// character, not of its distance from the origin).
+    fn motion(
+        &self,
+        from: &[DAffine3],
+        to: &[DAffine3],
+        anchor: usize,
+    ) -> (glam::DQuat, DVec3, DVec3) {
+        if self.nodes == 0 {
+            return (glam::DQuat::IDENTITY, DVec3::ZERO, DVec3::ZERO);
+        }
+        let (ca, cb) = (from[anchor].translation, to[anchor].translation);
+        let (mut sa, mut sb) = (DVec3::ZERO, DVec3::ZERO);
+        for &(b, m, w) in &self.first {
+            let (fa, fb) = (&from[b as usize], &to[b as usize]);
+            sa += fa.matrix3 * m + (fa.translation - ca) * w;
+            sb += fb.matrix3 * m + (fb.translation - cb) * w;
+        }
+        let outer = |u: DVec3, v: DVec3| glam::DMat3::from_cols(u * v.x, u * v.y, u * v.z);
+        let mut h = glam::DMat3::ZERO;
+        for &((p, q), (m, u, v, c)) in &self.second {
+            let (fp, fq) = (&from[p as usize], &to[q as usize]);
+            let (tp, tq) = (fp.translation - ca, fq.translation - cb);
+            h += fp.matrix3 * m * fq.matrix3.transpose()
+                + outer(fp.matrix3 * u, tq)
+                + outer(tp, fq.matrix3 * v)
+                + outer(tp * c, tq);
+        }
+        let n = self.nodes as f64;
+        h -= outer(sa, sb / n);
+        let s = [0, 1, 2].map(|i| [0, 1, 2].map(|j| h.col(j)[i]));
+        (crate::cloth::fit_rotation(s), ca + sa / n, cb + sb / n)
+    }
+}
+
+/// How much of its skin a cloth needs this frame ([`Attachments::apply_using`]). Skinning
+/// every node every frame is most of a far cloth's cost: on `crowd`, 64 capes of 777 nodes,
+/// the skin and its rigid fit were a quarter of the tick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SkinUse {
+    /// Every node's skinned position ([`Cloth::set_skin_targets`]): what
+    /// [`Attachments::apply`] gives.
+    #[default]
+    Every,
+    /// Every node's where the cloth's limits read the skin
+    /// ([`crate::LimitSettings::uses_skin`]: max distance, backstops), else none: a simulated
+    /// cloth.
+    Limits,
+    /// The skin's rigid motion over the frame only ([`Cloth::set_skin_motion`]), computed from
+    /// the bones whatever the node count: a cloth following its skin
+    /// ([`Cloth::follow_skin`] with blend 0, the level of detail's
+    /// [`crate::lod::Rung::FollowSkin`]; a blend above 0 reads every node's target: use
+    /// `Every`).
+    Motion,
+    /// None: a cloth that does not move this frame ([`crate::lod::Rung::Sleep`]).
+    Nothing,
+}
+
 /// Attached nodes, their bind-time offsets per bone, and the anchor's last pose; optionally
 /// the skinning of every node (for max distance and backstops, [`crate::limits`]).
 #[derive(Debug, Clone)]
@@ -266,6 +381,13 @@ pub struct Attachments {
     pins: Skin,
     /// Every node of the cloth, if skinned ([`Attachments::with_skin`]).
     skin: Option<Skin>,
+    /// The skin's moments ([`SkinUse::Motion`]).
+    moments: SkinMoments,
+    /// The bones' frames at the last apply (the start of the skin's motion), carried with the
+    /// cloth's teleports and inertia carry.
+    last_frames: Vec<DAffine3>,
+    /// Whether the last apply gave the cloth every node's skin target.
+    targets_given: bool,
     bone_count: usize,
     anchor: u32,
     last_anchor: Option<Pose>,
@@ -336,6 +458,14 @@ impl Attachments {
             targets: Vec::with_capacity(pins.nodes.len()),
             pins,
             skin: None,
+            moments: SkinMoments::default(),
+            last_frames: bind_poses
+                .iter()
+                .map(|p| DAffine3::from_rotation_translation(p.rotation, p.translation))
+                .collect(),
+            // The first apply interpolates from whatever skin the cloth holds, as it always
+            // did; only a skin given again after frames without one starts on its pose.
+            targets_given: true,
             bone_count,
             anchor,
             last_anchor: Some(bind_poses[anchor as usize]),
@@ -363,6 +493,7 @@ impl Attachments {
             return Err(AttachError::NotSkinned { node: missing });
         }
         self.skin_targets = Vec::with_capacity(count);
+        self.moments = SkinMoments::of(&skin);
         self.skin = Some(skin);
         Ok(self)
     }
@@ -541,6 +672,20 @@ impl Attachments {
         poses: &[Pose],
         carry: bool,
     ) -> Result<bool, AttachError> {
+        self.apply_using(cloth, poses, carry, SkinUse::Every)
+    }
+
+    /// [`Attachments::apply_carrying`], skinning only what the cloth needs this frame
+    /// (`skin`, [`SkinUse`]; without [`Attachments::with_skin`] there is nothing to skin). A
+    /// cloth given every node's targets again after frames without them starts the frame on
+    /// them ([`Cloth::set_skin_pose`]), so that its limits do not sweep from a stale pose.
+    pub fn apply_using(
+        &mut self,
+        cloth: &mut Cloth,
+        poses: &[Pose],
+        carry: bool,
+        skin: SkinUse,
+    ) -> Result<bool, AttachError> {
         check_poses(poses, self.bone_count)?;
         if cloth.pins() != self.pins.nodes.as_slice() {
             return Err(AttachError::Cloth(ClothError::InvalidSetting {
@@ -558,6 +703,7 @@ impl Attachments {
             let s = &self.settings;
             if jump > s.teleport_distance {
                 cloth.teleport(&delta)?;
+                carry_frames(&mut self.last_frames, &delta);
                 teleported = true;
             } else if carry && (s.linear_inertia < 1.0 || s.angular_inertia < 1.0) {
                 // Carry the cloth by the motion it should not feel, about the anchor.
@@ -568,15 +714,47 @@ impl Attachments {
                     rotation,
                 );
                 cloth.teleport(&carry)?;
+                carry_frames(&mut self.last_frames, &carry);
             }
         }
         self.last_anchor = Some(anchor);
         self.targets(poses)?;
         cloth.set_pin_targets(&self.targets)?;
-        if let Some(skin) = &self.skin {
-            skin.evaluate(&self.frames, &mut self.skin_targets);
-            cloth.set_skin_targets(&self.skin_targets)?;
+        let every = match skin {
+            SkinUse::Every => true,
+            SkinUse::Limits => cloth.limit_settings().uses_skin(),
+            SkinUse::Motion | SkinUse::Nothing => false,
+        };
+        if let Some(s) = &self.skin {
+            if every {
+                s.evaluate(&self.frames, &mut self.skin_targets);
+                if self.targets_given {
+                    cloth.set_skin_targets(&self.skin_targets)?;
+                } else {
+                    cloth.set_skin_pose(&self.skin_targets)?;
+                }
+            } else if skin == SkinUse::Motion && self.last_frames.len() == self.frames.len() {
+                let (rotation, from, to) =
+                    self.moments
+                        .motion(&self.last_frames, &self.frames, self.anchor as usize);
+                cloth.set_skin_motion(crate::cloth::SkinMotion {
+                    rotation,
+                    from,
+                    to,
+                    moving: self.last_frames != self.frames,
+                })?;
+            }
         }
+        self.targets_given = every && self.skin.is_some();
+        self.last_frames.clone_from(&self.frames);
         Ok(teleported)
+    }
+}
+
+/// Carries bone frames by a rigid `pose` (the cloth was teleported or carried with them).
+fn carry_frames(frames: &mut [DAffine3], pose: &Pose) {
+    let m = DAffine3::from_rotation_translation(pose.rotation, pose.translation);
+    for f in frames {
+        *f = m * *f;
     }
 }

@@ -50,7 +50,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::aero::Aerodynamics;
-use crate::attachment::{AttachError, Attachments};
+use crate::attachment::{AttachError, Attachments, SkinUse};
 use crate::cloth::{Cloth, StepReport};
 use crate::collision::{
     ColliderId, ColliderSet, ColliderShape, CollisionGroups, ContactSettings, Pose,
@@ -145,6 +145,20 @@ pub struct ClothRenderMesh {
     pub normals: Vec<Vec3>,
     /// Triangle indices, three per triangle (written once).
     pub indices: Vec<u32>,
+}
+
+/// Whether the game draws a cloth entity's mesh this tick (a component; a cloth without one is
+/// drawn). A cloth the game culls (off screen, hidden) gets no render positions or normals
+/// ([`write_render_meshes`] keeps the last ones) until it is drawn again; it is stepped as
+/// before, so it comes back where its character is. Set it from the engine's visibility (the
+/// Bevy plugin does the same for its meshes).
+#[derive(Component, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClothDrawn(pub bool);
+
+impl Default for ClothDrawn {
+    fn default() -> Self {
+        Self(true)
+    }
 }
 
 /// A solver budget for a class of platform: substeps x iterations per fixed tick. Serde (RON)
@@ -395,6 +409,20 @@ impl ClothColliders {
     /// The collider of `entity` in [`ClothColliders::set`], if it has one.
     pub fn collider_of(&self, entity: Entity) -> Option<ColliderId> {
         self.ids.get(&entity).copied()
+    }
+
+    /// What the colliders of the entities `bones` are: a hash of each one's collider and its
+    /// [`ColliderSet::stamp`] (none for a bone without one). It changes when one of them is
+    /// added, removed or regrouped, not when other colliders are.
+    pub fn stamp_of(&self, bones: &[Entity]) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        for &b in bones {
+            self.collider_of(b)
+                .map(|id| (id, self.set.stamp(id)))
+                .hash(&mut h);
+        }
+        h.finish()
     }
 
     /// Starts a tick: the last frame's end poses become the start poses, and the skipped list
@@ -715,7 +743,7 @@ pub fn update_pin_exclusions(
     colliders: &ClothColliders,
     keys: &mut HashMap<Entity, u64>,
 ) {
-    let key = exclusion_key(colliders.set.revision(), bones, attachments);
+    let key = exclusion_key(colliders.stamp_of(bones), bones, attachments);
     if keys.get(&entity) == Some(&key) || sim.cloth.pins() != attachments.nodes() {
         return;
     }
@@ -747,12 +775,14 @@ pub fn update_pin_exclusions(
     }
 }
 
-/// What a cloth's body exclusions depend on: the collider set's membership, the bone
-/// entities, the attached nodes and the ring count.
-pub fn exclusion_key(revision: u64, bones: &[Entity], attachments: &Attachments) -> u64 {
+/// What a cloth's body exclusions depend on: its bones' colliders (`stamp`,
+/// [`ClothColliders::stamp_of`] the bones), the bone entities, the attached nodes and the ring
+/// count. (Keyed on the whole set's revision, every cloth of a crowd computed its exclusions
+/// again whenever any character came or went: 2 ms of a 4 ms tick on `crowd`, every second.)
+pub fn exclusion_key(stamp: u64, bones: &[Entity], attachments: &Attachments) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    revision.hash(&mut h);
+    stamp.hash(&mut h);
     bones.hash(&mut h);
     attachments.nodes().hash(&mut h);
     attachments.settings().unpushed_rings.hash(&mut h);
@@ -774,10 +804,25 @@ pub fn drive_attachments(
     let mut all: Vec<_> = cloths.iter_mut().collect();
     all.par_iter_mut().for_each(|(entity, sim, att)| {
         // A cloth the plan has following its skin this tick is moved by its skin; it needs no
-        // inertia carry (see `Attachments::apply_carrying`).
+        // inertia carry (see `Attachments::apply_carrying`), and of its skin only the motion.
         let carry = lod.is_none_or(|l| l.simulates(*entity));
-        POSES.with_borrow_mut(|poses| drive_one(sim, att, &bones, poses, carry));
+        let skin = skin_use(lod, *entity);
+        POSES.with_borrow_mut(|poses| drive_one(sim, att, &bones, poses, (carry, skin)));
     });
+}
+
+/// What of its skin a cloth entity needs this tick ([`SkinUse`]): with a [`ClothLod`], by its
+/// rung (simulated: what its limits read; following the skin: the skin's motion; asleep:
+/// nothing); without one, what its limits read. The Bevy plugin drives its pins by the same
+/// rule.
+pub fn skin_use(lod: Option<&ClothLod>, entity: Entity) -> SkinUse {
+    let rung = lod.and_then(|l| Some(&l.budget().ladder[l.rung_of(entity)?]));
+    match rung {
+        None | Some(Rung::Simulate { .. } | Rung::HalfRate { .. }) => SkinUse::Limits,
+        Some(Rung::FollowSkin) if crate::lod::FOLLOW_BLEND > 0.0 => SkinUse::Every,
+        Some(Rung::FollowSkin) => SkinUse::Motion,
+        Some(Rung::Sleep) => SkinUse::Nothing,
+    }
 }
 
 /// [`drive_attachments`] for one cloth, its bones' poses gathered into `poses`.
@@ -786,7 +831,7 @@ fn drive_one(
     att: &mut ClothAttachments,
     bones: &Query<&BonePose>,
     poses: &mut Vec<Pose>,
-    carry: bool,
+    (carry, skin): (bool, SkinUse),
 ) {
     poses.clear();
     let mut missing = None;
@@ -815,7 +860,7 @@ fn drive_one(
     }
     att.last_error = att
         .attachments
-        .apply_carrying(&mut sim.cloth, poses, carry)
+        .apply_using(&mut sim.cloth, poses, carry, skin)
         .err();
 }
 
@@ -1419,13 +1464,19 @@ pub fn plan_cloth_lod(
     lod.plan(config.timestep);
 }
 
-/// S3: writes render positions, normals and (once) indices.
-pub fn write_render_meshes(mut cloths: Query<(&ClothSim, &mut ClothRenderMesh)>) {
-    let mut all: Vec<_> = cloths.iter_mut().collect();
-    all.par_iter_mut().for_each(|(sim, mesh)| {
+/// S3: writes render positions, normals ([`Cloth::write_render_mesh`]) and (once) indices of
+/// every drawn cloth ([`ClothDrawn`]), cloths in parallel.
+pub fn write_render_meshes(
+    mut cloths: Query<(&ClothSim, &mut ClothRenderMesh, Option<&ClothDrawn>)>,
+) {
+    let mut all: Vec<_> = cloths
+        .iter_mut()
+        .filter(|(_, _, drawn)| drawn.is_none_or(|d| d.0))
+        .collect();
+    all.par_iter_mut().for_each(|(sim, mesh, _)| {
         let mesh = &mut **mesh;
-        sim.cloth.write_render_positions(&mut mesh.positions);
-        sim.cloth.write_render_normals(&mut mesh.normals);
+        sim.cloth
+            .write_render_mesh(&mut mesh.positions, &mut mesh.normals);
         if mesh.indices.is_empty() {
             mesh.indices = sim.cloth.render_indices();
         }

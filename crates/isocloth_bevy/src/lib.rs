@@ -10,11 +10,13 @@
 //!    ([`spawn_character`], [`character`]) at their clips' time;
 //! 1. [`ClothSystems::S1GatherPoses`]: the tick's clock starts ([`begin_cloth_tick`]); cloths
 //!    whose mesh asset has loaded are built ([`build_cloths`]); [`ClothCollider`] entities pose
-//!    the shared collider set and leave it when despawned ([`gather_colliders`]); pinned
-//!    vertices follow their bones ([`drive_pins`], cloths in parallel);
+//!    the shared collider set and leave it when despawned ([`gather_colliders`]); with a
+//!    [`ClothLod`], the level of detail plans the tick; pinned vertices follow their bones
+//!    ([`drive_pins`], cloths in parallel, each skinned only as far as its rung needs);
 //! 2. [`ClothSystems::S2Step`]: every cloth steps one fixed tick, cloths in parallel;
 //! 3. [`ClothSystems::S3WriteMeshes`]: positions and normals go into each cloth's `Mesh` asset
-//!    ([`write_meshes`], computed in parallel), then the tick's clock stops: with a
+//!    ([`write_meshes`], computed in parallel; not for a cloth whose
+//!    `isocloth::ecs::ClothDrawn` is false), then the tick's clock stops: with a
 //!    [`ClothLod`], its budget bounds the whole tick ([`end_cloth_tick`]).
 //!
 //! The cloth simulates in world space. Poses are read from `GlobalTransform`, which Bevy
@@ -81,8 +83,8 @@ use bevy_transform::components::{GlobalTransform, Transform};
 use glam::{DVec3, Mat4, Vec3};
 use isocloth::attachment::{AttachError, AttachmentSettings, Attachments, Influence};
 use isocloth::ecs::{
-    ClothColliders, ClothConfig, ClothLod, begin_cloth_tick, end_cloth_tick, init_cloth_resources,
-    plan_cloth_lod, step_cloths, update_pin_exclusions,
+    ClothColliders, ClothConfig, ClothDrawn, ClothLod, begin_cloth_tick, end_cloth_tick,
+    init_cloth_resources, plan_cloth_lod, skin_use, step_cloths, update_pin_exclusions,
 };
 use isocloth::{
     BaseMesh, Cloth, ClothError, ClothMesh, ClothModel, ColliderError, ColliderShape,
@@ -136,10 +138,10 @@ impl Plugin for IsoclothPlugin {
                 begin_cloth_tick,
                 build_cloths,
                 gather_colliders,
-                drive_pins,
-                exclude_pin_bodies,
                 viewer_from_camera,
                 plan_cloth_lod,
+                drive_pins,
+                exclude_pin_bodies,
             )
                 .chain()
                 .in_set(ClothSystems::S1GatherPoses),
@@ -1201,9 +1203,7 @@ fn build(
     let mut out = Mesh::new(PrimitiveTopology::TriangleList, mesh.asset_usage);
     let mut positions = Vec::new();
     let mut normals = Vec::new();
-    cloth.write_render_positions(&mut positions);
-    cloth.write_render_normals(&mut normals);
-    to_local(transform, &mut positions, &mut normals);
+    cloth.write_render_mesh_in(&world_to_local(transform), &mut positions, &mut normals);
     let (render_nodes, uv, indices) = match render {
         Some(r) => (r.nodes, Some(r.uvs), r.indices),
         None => (Vec::new(), None, cloth.render_indices()),
@@ -1334,15 +1334,9 @@ fn write_vertices(out: &mut [[f32; 3]], values: &[Vec3], render_nodes: &[u32]) {
     }
 }
 
-/// World positions and normals into the frame of `transform`.
-fn to_local(transform: &GlobalTransform, positions: &mut [Vec3], normals: &mut [Vec3]) {
-    let inverse = transform.affine().inverse();
-    for p in positions {
-        *p = inverse.transform_point3(*p);
-    }
-    for n in normals {
-        *n = inverse.transform_vector3(*n).normalize_or_zero();
-    }
+/// The map from world space into the frame of `transform` (f64, as the cloth's positions).
+fn world_to_local(transform: &GlobalTransform) -> glam::DAffine3 {
+    transform.affine().as_daffine3().inverse()
 }
 
 /// S1: poses the shared collider set from the [`ClothCollider`] entities' `GlobalTransform`s
@@ -1409,7 +1403,9 @@ pub fn exclude_pin_bodies(
 pub fn drive_pins(
     mut cloths: Query<(Entity, &mut ClothSim, &mut ClothBones)>,
     bones: Query<&GlobalTransform>,
+    lod: Option<Res<ClothLod>>,
 ) {
+    let lod = lod.as_deref();
     let mut all: Vec<_> = cloths.iter_mut().collect();
     all.par_iter_mut().for_each(|(entity, sim, pins)| {
         let entity = *entity;
@@ -1433,9 +1429,17 @@ pub fn drive_pins(
                 None => {}
             }
         }
+        // As the ECS layer drives its attachments: a cloth following its skin this tick
+        // needs no inertia carry, and only what it reads of its skin.
+        let carry = lod.is_none_or(|l| l.simulates(entity));
         pins.last_error = pins
             .attachments
-            .apply(&mut sim.cloth, &pins.last_poses)
+            .apply_using(
+                &mut sim.cloth,
+                &pins.last_poses,
+                carry,
+                skin_use(lod, entity),
+            )
             .err();
     });
 }
@@ -1445,17 +1449,26 @@ pub fn drive_pins(
 /// scratch has grown). Positions and normals are computed for every cloth in parallel (rayon)
 /// into its [`ClothBones`]' scratch, then copied into the assets.
 pub fn write_meshes(
-    mut cloths: Query<(&ClothSim, &Mesh3d, &GlobalTransform, &mut ClothBones)>,
+    mut cloths: Query<(
+        &ClothSim,
+        &Mesh3d,
+        &GlobalTransform,
+        &mut ClothBones,
+        Option<&ClothDrawn>,
+    )>,
     mut meshes: ResMut<Assets<Mesh>>,
 ) {
-    let mut all: Vec<_> = cloths.iter_mut().collect();
-    all.par_iter_mut().for_each(|(sim, _, transform, bones)| {
-        let (positions, normals) = &mut bones.render_scratch;
-        sim.cloth.write_render_positions(positions);
-        sim.cloth.write_render_normals(normals);
-        to_local(transform, positions, normals);
-    });
-    for (_, handle, _, bones) in &all {
+    let mut all: Vec<_> = cloths
+        .iter_mut()
+        .filter(|item| item.4.is_none_or(|d| d.0))
+        .collect();
+    all.par_iter_mut()
+        .for_each(|(sim, _, transform, bones, _)| {
+            let (positions, normals) = &mut bones.render_scratch;
+            sim.cloth
+                .write_render_mesh_in(&world_to_local(transform), positions, normals);
+        });
+    for (_, handle, _, bones, _) in &all {
         let Some(mut mesh) = meshes.get_mut(&handle.0) else {
             continue;
         };

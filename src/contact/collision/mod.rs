@@ -388,6 +388,8 @@ struct Entry {
     removed: bool,
     /// Which cloths it meets ([`ColliderSet::set_groups`]).
     groups: CollisionGroups,
+    /// The set's revision when it was added or its groups last changed.
+    stamp: u64,
 }
 
 /// Kinematic bodies the cloths collide with (a character's capsules, the ground). Shared by every
@@ -431,6 +433,7 @@ impl ColliderSet {
             current: pose,
             removed: false,
             groups: CollisionGroups::ALL,
+            stamp: self.revision + 1,
         };
         match self.entries.get_mut(id) {
             Some(e) => *e = entry,
@@ -448,9 +451,11 @@ impl ColliderSet {
         id: ColliderId,
         groups: CollisionGroups,
     ) -> Result<(), ColliderError> {
+        let stamp = self.revision + 1;
         let e = self.entry_mut(id)?;
         if e.groups != groups {
             e.groups = groups;
+            e.stamp = stamp;
             self.revision += 1;
         }
         Ok(())
@@ -495,6 +500,14 @@ impl ColliderSet {
     /// data (a cloth's [`BodyExclusions`]) is keyed on.
     pub fn revision(&self) -> u64 {
         self.revision
+    }
+
+    /// The [`ColliderSet::revision`] at which collider `id` was added or its groups last
+    /// changed (`None` if it does not exist or was removed): a cache of data about a few
+    /// colliders is keyed on theirs, so that colliders coming and going elsewhere leave it
+    /// valid.
+    pub fn stamp(&self, id: ColliderId) -> Option<u64> {
+        self.entries.get(id).filter(|e| !e.removed).map(|e| e.stamp)
     }
 
     /// The shape of collider `id` (`None` if there is none or it was removed).
