@@ -39,9 +39,9 @@
 //! nodes inside checked every tenth frame against each character's own bodies), `bodies_per_cape_mean` (bodies a cape's
 //! collision groups let its broad phase see, mean over capes and checked frames: each
 //! character and its cape share one of 32 groups), `rung_changes`, `min_change_interval_s` (the shortest time
-//! between two rung changes of one cape), `min_change_interval_near8_s` (the same for changes
-//! made while the cape was among the eight nearest the camera: far capes giving way to a
-//! surge are left out), `memory_bytes_start` (resident memory after 10 s),
+//! between two rung changes of one cape), `min_change_interval_near8_s` (the same between two
+//! changes both made while the cape was among the eight nearest the camera: a far cape giving
+//! way, then coming near, is left out), `memory_bytes_start` (resident memory after 10 s),
 //! `memory_bytes_minute` (after 60 s; the soak's reference, 0 in a shorter run),
 //! `memory_bytes_end`.
 
@@ -405,6 +405,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     // Bodies each cape's groups let its broad phase see, summed over the checked frames.
     let mut bodies_seen = (0usize, 0usize);
     let mut last_rung: HashMap<Entity, (usize, f64)> = HashMap::new();
+    // Per cape, when it last changed rung among the eight nearest (none: its last change was
+    // made farther away, a far cape giving way).
+    let mut last_near_change: HashMap<Entity, f64> = HashMap::new();
     let mut min_interval = f64::INFINITY;
     let (mut memory_start, mut memory_minute, mut arrivals) = (0u64, 0u64, 0usize);
     for frame in 0..frames {
@@ -423,6 +426,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 world.despawn(b);
             }
             last_rung.remove(&gone.cape);
+            last_near_change.remove(&gone.cape);
             let z = HALF_WIDTH * (2.0 * unit(&mut seed) - 1.0);
             walkers.push(spawn(
                 &mut world,
@@ -490,15 +494,15 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         let mut counts = [0usize; 4];
         let mut by_distance: Vec<(f64, usize)> = Vec::with_capacity(walkers.len());
         let mut changed_now = 0usize;
-        // Per walker, the time since its last rung change if it changed rung this frame.
-        let mut changed_after = vec![f64::INFINITY; walkers.len()];
+        // Per walker, whether it changed rung this frame.
+        let mut changed = vec![false; walkers.len()];
         for (k, w) in walkers.iter().enumerate() {
             let rung = lod.rung_of(w.cape).unwrap_or(3);
             counts[rung.min(3)] += 1;
             match last_rung.get(&w.cape) {
                 Some(&(r, at)) if r != rung => {
                     min_interval = min_interval.min(now - at);
-                    changed_after[k] = now - at;
+                    changed[k] = true;
                     last_rung.insert(w.cape, (rung, now));
                     changed_now += 1;
                 }
@@ -515,8 +519,19 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         }
         by_distance.sort_by(|a, b| a.0.total_cmp(&b.0));
         let (mut near_strain, mut near_pinned, mut nearest_strain) = (0.0f64, 0.0f64, 0.0f64);
-        for &(_, k) in by_distance.iter().take(NEAR) {
-            min_interval_near = min_interval_near.min(changed_after[k]);
+        // The dwell of the eight nearest: two changes of a cape, both made among them.
+        for (rank, &(_, k)) in by_distance.iter().enumerate() {
+            if !changed[k] {
+                continue;
+            }
+            let cape = walkers[k].cape;
+            if rank < NEAR {
+                if let Some(at) = last_near_change.insert(cape, now) {
+                    min_interval_near = min_interval_near.min(now - at);
+                }
+            } else {
+                last_near_change.remove(&cape);
+            }
         }
         for (rank, &(_, k)) in by_distance.iter().take(NEAR).enumerate() {
             let sim = world
