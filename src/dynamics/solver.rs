@@ -316,9 +316,12 @@ impl Iterations {
                 &model.free_nodes,
                 &mut scratch.moved,
                 |x, held| restore_conformity(model, x, held),
-                (cap.steps, |x: &mut [DVec3]| {
-                    strain_cap::project(model, x, cap, projection)
-                }),
+                (
+                    cap.steps,
+                    |x: &mut [DVec3], touching: &[(u32, DVec3, DVec3)]| {
+                        strain_cap::project(model, x, cap, touching, projection)
+                    },
+                ),
             );
         } else if cap.is_on() {
             strain_cap::apply(model, cap, x, &mut scratch.cap);

@@ -890,7 +890,10 @@ impl ContactPass {
         free_nodes: &[u32],
         scratch_moved: &mut Vec<bool>,
         restore: impl FnOnce(&mut [DVec3], &[bool]),
-        (cap_steps, mut cap): (u32, impl FnMut(&mut [DVec3]) -> bool),
+        (cap_steps, mut cap): (
+            u32,
+            impl FnMut(&mut [DVec3], &[(u32, DVec3, DVec3)]) -> bool,
+        ),
     ) {
         scratch_moved.clear();
         scratch_moved.resize(self.candidates.len(), false);
@@ -977,7 +980,7 @@ impl ContactPass {
         // the paths once more (a step may carry a node across a thin body).
         let mut capped = false;
         for _ in 0..cap_steps {
-            if !cap(x) {
+            if !cap(x, &self.touched) {
                 break;
             }
             capped = true;
