@@ -320,30 +320,23 @@ impl Cloth {
         std::mem::swap(&mut st.prev_velocities, &mut st.velocities);
         let skinned = self.skin.target.len() == st.positions.len();
         let motion = self.skin_motion.take();
-        let (rotation, from, to) = if let Some(m) = motion.filter(|m| m.moving) {
-            (m.rotation, m.from, m.to)
-        } else if motion.is_some() && !self.pin_start.is_empty() {
-            let mean = |v: &[DVec3]| v.iter().sum::<DVec3>() / v.len() as f64;
-            (
-                glam::DQuat::IDENTITY,
-                mean(&self.pin_start),
-                mean(&self.pin_target),
-            )
-        } else if motion.is_some() || !skinned {
-            (glam::DQuat::IDENTITY, DVec3::ZERO, DVec3::ZERO)
-        } else if self.skin.moving() || self.pin_start.is_empty() {
-            // The skin's motion over the frame; on a frame where the skin holds still (its
-            // first, when the targets were just given) the pins' mean motion instead (a
-            // translation: a row of pins does not fix a rotation), so that free nodes do not
-            // stay behind pins that moved.
-            rigid_fit(&self.skin.start, &self.skin.target)
-        } else {
-            let mean = |v: &[DVec3]| v.iter().sum::<DVec3>() / v.len() as f64;
-            (
-                glam::DQuat::IDENTITY,
-                mean(&self.pin_start),
-                mean(&self.pin_target),
-            )
+        // The skin's motion over the frame: given (`set_skin_motion`) or fitted from the
+        // targets. On a frame where the skin holds still (its first, when the targets were just
+        // given) the pins' mean motion instead (a translation: a row of pins does not fix a
+        // rotation), so that free nodes do not stay behind pins that moved.
+        let skin_moves = motion.map_or(skinned && self.skin.moving(), |m| m.moving);
+        let (rotation, from, to) = match motion {
+            Some(m) if skin_moves => (m.rotation, m.from, m.to),
+            None if skin_moves => rigid_fit(&self.skin.start, &self.skin.target),
+            _ if (skinned || motion.is_some()) && !self.pin_start.is_empty() => {
+                let mean = |v: &[DVec3]| v.iter().sum::<DVec3>() / v.len() as f64;
+                (
+                    glam::DQuat::IDENTITY,
+                    mean(&self.pin_start),
+                    mean(&self.pin_target),
+                )
+            }
+            _ => (glam::DQuat::IDENTITY, DVec3::ZERO, DVec3::ZERO),
         };
         // Carried rigidly with the skin, then every node closes the same fraction of its
         // offset (so the cloth eases as one piece, not node by node): `blend`, or less where
@@ -592,15 +585,10 @@ impl Cloth {
     /// frame's targets instead). For a skin given again after frames without one
     /// ([`crate::attachment::SkinUse`]), so that the limits do not sweep from a stale pose.
     pub fn set_skin_pose(&mut self, targets: &[DVec3]) -> Result<(), ClothError> {
-        let n = per_node_input("skin pose", targets, n_nodes(self))?;
-        let normals = self.limits.uses_backstop();
-        if self.skin.start.len() != n {
-            self.skin = SkinFrame::still(&self.model.mesh, targets, normals);
-        } else {
-            // In place: a cloth stepping up from following its skin allocates nothing.
-            self.skin.set_target(&self.model.mesh, targets, normals);
-            self.skin.finish_frame();
-        }
+        // In place once the skin exists: a cloth stepping up from following its skin
+        // allocates nothing.
+        self.set_skin_targets(targets)?;
+        self.skin.finish_frame();
         Ok(())
     }
 
