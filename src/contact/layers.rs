@@ -19,15 +19,37 @@
 //!    each with the side it begins on and its last force (warm start). Unlike
 //!    self-collision, no impulse pushes the predictions apart: pushing both cloths at once
 //!    threw a cape dropped on a draped sheet 12 m up at its first touch.
+//!
+//!    **Bodies driving layers into each other.** Where a cloth is headed is its prediction
+//!    pushed out of the substep's bodies (a limb driven through one layer carries it into
+//!    the next within the substep: the pairs must be there from its start), and the nodes a
+//!    body pushes carry the layers they press on (the headings pushed apart along the pairs
+//!    found, the pushed nodes held, and the pairs found again, once per further layer).
+//!    Each node near a moving body has its box and its pairs' reach grown by how far the
+//!    body moves against it over the substep (the push-out only estimates where the
+//!    iterations put it). Which cloths may meet in a frame counts the bodies too (a cloth's
+//!    box grows by how far a moving body near it goes). A node the iterations drag out of
+//!    the box its pairs were found in makes the group find the pairs again once in the
+//!    substep, the pairs found before keeping their forces.
 //! 2. **Forces inside the iterations**: each pair's force `lambda >= 0` (and its friction)
 //!    enters **both** cloths' right-hand sides, equal and opposite, split over the pair's
 //!    nodes by the closest points' weights; after every iteration it is corrected from the
 //!    gap at both cloths' new iterates (`lambda <- max(0, lambda - gap / W)`, `W` the sum of
 //!    both sides' compliances).
-//! 3. **A last pass**: pairs still closer than the thickness pushed apart (both sides), then a
-//!    continuous check over both cloths' actual paths: the free nodes of a crossing pair, on
-//!    either cloth, go back along their paths until nothing crosses. Cloths that begin a
-//!    substep untangled end it untangled (pinned nodes, which the game places, excepted).
+//! 3. **A last pass**: pairs still closer than the thickness pushed apart (both sides; a node
+//!    on a body, or within the reach of one, is not pushed into it: its partner takes the
+//!    whole push, and a node pushed off a held one is held in turn, so a stack of layers on
+//!    a limb is pushed off it layer by layer), then a continuous check over both cloths'
+//!    actual paths: the free nodes of a crossing pair, on either cloth, go back along their
+//!    paths until nothing crosses. Cloths that begin a substep untangled end it untangled
+//!    (pinned nodes, which the game places, excepted).
+//!
+//! **Bounded work.** A group holds at most [`LayerSettings::max_pairs`] pairs in a substep
+//! (those pushing already, then the nearest) and its searches test at most four times that
+//! many feature pairs; past either bound the frame is degraded
+//! ([`crate::layering::ClothLayers::degraded`]): the layers still never cross (the last
+//! pass's check sees every pair), but may come closer than the thickness, and a body may
+//! end a squeezed node inside it.
 //!
 //! Every stage reads only what the previous one wrote, and a group's work is one unit: the
 //! results do not depend on the number of threads. [`layer_crossings`] and
@@ -39,6 +61,8 @@ use glam::DVec3;
 use serde::{Deserialize, Serialize};
 
 use crate::bounds::Aabb;
+use crate::collision::ColliderSet;
+use crate::contact::collision::pass::ContactPass;
 use crate::error::ClothError;
 use crate::model::ClothModel;
 use crate::self_contact::{
@@ -56,6 +80,16 @@ pub struct LayerSettings {
     pub thickness: f64,
     /// Coulomb friction coefficient between the layers, in [0, 10]. Default 0.3.
     pub friction: f64,
+    /// The most cloth-against-cloth pairs a layer group holds in a substep (their forces
+    /// inside the iterations), at least 1: the bound on a group's contact work whatever
+    /// presses the layers together. Past it the group keeps the pairs pushing already and
+    /// then the nearest, and the frame counts as degraded ([`crate::layering::ClothLayers::degraded`]):
+    /// the layers may come closer than the thickness there, but the last pass's check still
+    /// sees every pair and they never pass through each other. Default 16384 (two layers
+    /// lying on each other over a cape's area hold 400-600; a limb pressing two curtains
+    /// together, 2,500 at 6 m/s and up to 9,400 at 10 m/s; see
+    /// [`crate::layering::ClothLayers::most_pairs`]).
+    pub max_pairs: u32,
 }
 
 impl Default for LayerSettings {
@@ -63,18 +97,23 @@ impl Default for LayerSettings {
         Self {
             thickness: 0.005,
             friction: 0.3,
+            max_pairs: 16384,
         }
     }
 }
 
 impl LayerSettings {
-    /// Checks the ranges: thickness finite in (0, 1) m, friction finite in [0, 10].
+    /// Checks the ranges: thickness finite in (0, 1) m, friction finite in [0, 10], at least
+    /// one pair.
     pub fn validate(&self) -> Result<(), LayerError> {
         if !(self.thickness.is_finite() && self.thickness > 0.0 && self.thickness < 1.0) {
             return Err(LayerError::Thickness(self.thickness));
         }
         if !(self.friction.is_finite() && (0.0..=10.0).contains(&self.friction)) {
             return Err(LayerError::Friction(self.friction));
+        }
+        if self.max_pairs == 0 {
+            return Err(LayerError::MaxPairs);
         }
         Ok(())
     }
@@ -89,6 +128,9 @@ pub enum LayerError {
     /// The friction is not finite in [0, 10].
     #[error("layers: friction must be finite in [0, 10], got {0}")]
     Friction(f64),
+    /// `max_pairs` is 0.
+    #[error("layers: max_pairs must be at least 1")]
+    MaxPairs,
     /// A pair names the same cloth twice (self-collision is the cloth's own setting).
     #[error(
         "layers: cloth {0} is listed against itself (a cloth against itself is self-collision: \
@@ -150,6 +192,9 @@ pub struct ClothSurface {
     bounds: Aabb,
     /// The fastest node's speed at the start (m/s).
     speed: f64,
+    /// How far a moving body near the cloth may carry its nodes this frame (m; see
+    /// [`ClothSurface::reach_bodies`]).
+    pushed: f64,
 }
 
 impl ClothSurface {
@@ -175,6 +220,19 @@ impl ClothSurface {
             .iter()
             .fold(0.0f64, |m, v| m.max(v.length_squared()))
             .sqrt();
+        self.pushed = 0.0;
+    }
+
+    /// Takes in how far the moving bodies of `colliders` near the captured cloth (within how
+    /// far it may move in a frame of `dt` seconds, plus `thickness`) may carry its nodes over
+    /// the frame: a limb driven through one layer carries it into the next, whatever the
+    /// layers' own speeds at the frame's start.
+    pub fn reach_bodies(&mut self, colliders: &ColliderSet, dt: f64, thickness: f64) {
+        self.pushed = if self.start.is_empty() {
+            0.0
+        } else {
+            colliders.push_reach(&self.bounds, 2.0 * self.speed * dt + thickness)
+        };
     }
 
     /// The captured cloth's model (`None` before the first capture).
@@ -193,12 +251,13 @@ impl ClothSurface {
     }
 
     /// Whether this surface and `other` may come within `thickness` of each other over a frame
-    /// of `dt` seconds (their boxes, grown by twice how far their fastest nodes go, meet).
+    /// of `dt` seconds (their boxes, grown by twice how far their fastest nodes go and how far
+    /// the bodies near them may carry them, meet).
     pub fn may_meet(&self, other: &ClothSurface, dt: f64, thickness: f64) -> bool {
         if self.start.is_empty() || other.start.is_empty() {
             return false;
         }
-        let reach = 2.0 * (self.speed + other.speed) * dt + thickness;
+        let reach = 2.0 * (self.speed + other.speed) * dt + self.pushed + other.pushed + thickness;
         self.bounds.inflate(reach).overlaps(&other.bounds)
     }
 }
@@ -254,12 +313,52 @@ pub(crate) struct LayerContact {
     /// Per cloth: whether a pair pushed one of its nodes, or the last pass moved one, this
     /// substep (an impact).
     pub(crate) impact: Vec<bool>,
+    /// Per node (group numbering): the outward normal of the body it lies on after its
+    /// cloth's last pass against the bodies (zero: none), which holds it in the group's last
+    /// pass (see [`LayerContact::hold`]).
+    held: Vec<DVec3>,
+    /// Scratch: a cloth's heading before its bodies or its layers moved it.
+    before: Vec<DVec3>,
+    /// Per node: how far a body may carry it beyond its path this substep (see
+    /// [`LayerContact::carry`]).
+    carried: Vec<f64>,
+    /// Whether a body pushed a node's heading this substep beyond half the pairs' reach (then
+    /// [`LayerContact::prepare`] carries the layers it presses on).
+    pushed_far: bool,
+    /// The pairs' reach (thickness and slack; set by [`LayerContact::begin`]).
+    reach: f64,
+    /// The pairs already listed while [`LayerContact::refresh`] finds them again (sorted;
+    /// empty otherwise).
+    known: Vec<crate::self_contact::RawPair>,
+    /// The most pairs a substep holds ([`LayerSettings::max_pairs`]), and how many this
+    /// frame dropped past it.
+    max_pairs: usize,
+    pub(crate) dropped: usize,
+    /// The most pairs a substep of this frame held.
+    pub(crate) most: usize,
+    /// Pairs of triangles the last search left to the last pass's check past its bound.
+    skipped: usize,
+    /// Whether [`LayerContact::refresh`] searched this substep.
+    refreshed: bool,
 }
+
+/// The most feature pairs a search of a layer group's pairs tests, per pair it may hold
+/// ([`LayerSettings::max_pairs`]).
+const RAW_PER_PAIR: usize = 4;
 
 impl LayerContact {
     /// Numbers the group's cloths (`members`, in layer order) for the frame, sizing the
     /// buffers; forgets the pairs' forces when the cloths' models changed.
-    pub(crate) fn begin<'a>(&mut self, members: impl Iterator<Item = &'a ClothModel> + Clone) {
+    pub(crate) fn begin<'a>(
+        &mut self,
+        members: impl Iterator<Item = &'a ClothModel> + Clone,
+        settings: &LayerSettings,
+    ) {
+        self.reach = settings.thickness * (1.0 + crate::self_contact::SLACK_THICKNESSES);
+        self.pushed_far = false;
+        self.max_pairs = settings.max_pairs as usize;
+        self.dropped = 0;
+        self.most = 0;
         let same = self.models.len() == members.clone().count()
             && members
                 .clone()
@@ -296,6 +395,8 @@ impl LayerContact {
         self.x.resize(n, DVec3::ZERO);
         self.x_start.resize(n, DVec3::ZERO);
         self.response.resize(n, DVec3::ZERO);
+        self.held.resize(n, DVec3::ZERO);
+        self.carried.resize(n, 0.0);
         self.impact.clear();
         self.impact.resize(self.offsets.len(), false);
         if self.boxes.len() < self.offsets.len() {
@@ -326,7 +427,47 @@ impl LayerContact {
     pub(crate) fn set_substep(&mut self, k: usize, x_start: &[DVec3], heading: &[DVec3]) {
         let r = self.range(k);
         self.x_start[r.clone()].copy_from_slice(x_start);
-        self.x[r].copy_from_slice(heading);
+        self.x[r.clone()].copy_from_slice(heading);
+        self.held[r.clone()].fill(DVec3::ZERO);
+        self.carried[r].fill(0.0);
+    }
+
+    /// Moves cloth `k`'s heading (after [`LayerContact::set_substep`]) where the substep's
+    /// bodies put it (`pass`, the cloth's contact pass, prepared), before
+    /// [`LayerContact::prepare`]: a body driven through one layer carries it into the next
+    /// within the substep, and their pairs must be seen from its start. The nodes it moves
+    /// are held along their push while [`LayerContact::prepare`] carries the layers they
+    /// press on, and each node near a moving body has its boxes and its pairs' reach grown
+    /// by how far the body may carry it (the push-out is only an estimate of where the
+    /// iterations put it).
+    pub(crate) fn carry(&mut self, k: usize, pass: &ContactPass) {
+        let r = self.range(k);
+        self.carried[r.clone()].fill(0.0);
+        pass.carry_reach(
+            &self.x_start[r.clone()],
+            &self.x[r.clone()],
+            &mut self.carried[r.clone()],
+        );
+
+        self.before.clear();
+        self.before.extend_from_slice(&self.x[r.clone()]);
+        pass.push_out(&mut self.x[r.clone()]);
+        let mut far = 0.0f64;
+        for (((h, c), x), b) in self.held[r.clone()]
+            .iter_mut()
+            .zip(&mut self.carried[r.clone()])
+            .zip(&self.x[r])
+            .zip(&self.before)
+        {
+            let d = *x - *b;
+            far = far.max(d.length_squared());
+            *h = d.normalize_or_zero();
+            // Only where a body reaches the heading (elsewhere the prediction serves).
+            if d == DVec3::ZERO {
+                *c = 0.0;
+            }
+        }
+        self.pushed_far |= far.sqrt() > 0.5 * self.reach;
     }
 
     /// The substep's pairs (after [`LayerContact::set_substep`] for every cloth): the swept
@@ -340,31 +481,47 @@ impl LayerContact {
     ) {
         self.pairs.begin_group_substep();
         self.response_set = 0;
+        self.refreshed = false;
         self.force.fill(DVec3::ZERO);
         self.impact.fill(false);
         let thickness = settings.thickness;
         let reach = thickness * (1.0 + crate::self_contact::SLACK_THICKNESSES);
-        self.broad_phase(&model, 0.5 * reach);
-        let raw = std::mem::take(&mut self.raw);
-        for &(r, nodes) in &raw {
-            if nodes.iter().all(|&k| self.pinned[k as usize]) {
-                continue;
+        self.find_pairs(&model, settings);
+        // Layers carried into layers: a body pressing one layer (its nodes held where it put
+        // them) carries the next, which carries the one after. The headings pushed apart
+        // along the pairs found, and the pairs found again where that carried a node past
+        // the boxes' margin, once per further layer.
+        let chain = if std::mem::take(&mut self.pushed_far) {
+            self.offsets.len()
+        } else {
+            1
+        };
+        for _ in 1..chain {
+            self.before.clear();
+            self.before.extend_from_slice(&self.x);
+            let sweeps = 1 + self.offsets.len();
+            self.pairs.push_apart_held(
+                &self.masses,
+                &self.pinned,
+                &mut self.held,
+                sweeps,
+                &mut self.x,
+            );
+            let carried = self
+                .x
+                .iter()
+                .zip(&self.before)
+                .map(|(a, b)| a.distance_squared(*b))
+                .fold(0.0, f64::max)
+                .sqrt();
+            if carried <= 0.5 * reach {
+                break;
             }
-            let (p0, p1) = (at4(&self.x_start, nodes), at4(&self.x, nodes));
-            // Edge-edge pairs only with a border edge (`EdgePairs::Border`), and of those
-            // only where their closest points lie inside both edges or their paths cross
-            // (elsewhere the closest points are a node's, which its point-triangle pairs
-            // hold); everything else is left to the last pass's check. Two layers lying on
-            // each other have several times more edge-edge pairs than point-triangle ones
-            // (`layers --scene mantle`: 6,000-8,000 a substep against 2,000-2,600; 540 with
-            // a border edge).
-            if r.0 && !edges_may_act(p0, p1, reach) {
-                continue;
-            }
-            self.pairs
-                .admit(r, nodes, p0, p1, thickness, settings.friction);
+            self.pairs.begin_group_substep();
+            self.find_pairs(&model, settings);
         }
-        self.raw = raw;
+        self.dropped += self.pairs.keep_nearest(self.max_pairs) + self.skipped;
+        self.most = self.most.max(self.pairs.pairs.len());
         // Room for twice this substep's pairs: the count jitters around its most.
         self.pairs.keep_headroom();
         let n = self.raw.len();
@@ -379,6 +536,85 @@ impl LayerContact {
             self.triangle_pairs
                 .reserve(2 * n - self.triangle_pairs.len());
         }
+    }
+
+    /// Within the iterations (after [`LayerContact::set_positions`] for every cloth): where
+    /// a node has left the box its pairs were found in (a body drags a layer farther than
+    /// its prediction), the pairs are found again from the substep's start to the current
+    /// iterates, each keeping its force. Returns whether they were.
+    pub(crate) fn refresh<'m>(
+        &mut self,
+        model: impl Fn(usize) -> &'m ClothModel,
+        settings: &LayerSettings,
+    ) -> bool {
+        let held = (0..self.offsets.len()).all(|k| {
+            !self.near.iter().any(|p| p.contains(&k)) || self.boxes[k].hold(&self.x[self.range(k)])
+        });
+        if held || self.refreshed {
+            return false;
+        }
+        // Once a substep (its cost bounded as the substep's first search).
+        self.refreshed = true;
+        // Only new pairs join: those found before keep their forces, friction and state.
+        self.known.clear();
+        self.known.extend(self.pairs.pairs.iter().map(|p| p.key));
+        self.known.sort_unstable();
+        let before = self.pairs.pairs.len();
+        self.find_pairs(&model, settings);
+        self.known.clear();
+        self.dropped += self.pairs.keep_nearest(self.max_pairs) + self.skipped;
+        self.most = self.most.max(self.pairs.pairs.len());
+        self.pairs.keep_headroom();
+        let grew = self.pairs.pairs.len() > before;
+        if grew {
+            self.response_set = 0;
+        }
+        grew
+    }
+
+    /// The broad phase from the group's `x_start` to its heading `x`, and the pairs it finds
+    /// admitted (see [`LayerContact::prepare`]).
+    fn find_pairs<'m>(
+        &mut self,
+        model: &impl Fn(usize) -> &'m ClothModel,
+        settings: &LayerSettings,
+    ) {
+        let thickness = settings.thickness;
+        let reach = thickness * (1.0 + crate::self_contact::SLACK_THICKNESSES);
+        self.broad_phase(model, 0.5 * reach);
+        let raw = std::mem::take(&mut self.raw);
+        for &(r, nodes) in &raw {
+            if nodes.iter().all(|&k| self.pinned[k as usize]) {
+                continue;
+            }
+            let (p0, p1) = (at4(&self.x_start, nodes), at4(&self.x, nodes));
+            // Edge-edge pairs only with a border edge (`EdgePairs::Border`), and of those
+            // only where their closest points lie inside both edges or their paths cross
+            // (elsewhere the closest points are a node's, which its point-triangle pairs
+            // hold); everything else is left to the last pass's check. Two layers lying on
+            // each other have several times more edge-edge pairs than point-triangle ones
+            // (`layers --scene mantle`: 6,000-8,000 a substep against 2,000-2,600; 540 with
+            // a border edge).
+            let carried = nodes
+                .iter()
+                .map(|&k| self.carried[k as usize])
+                .fold(0.0, f64::max);
+            if r.0 && !edges_may_act(p0, p1, reach + carried) {
+                continue;
+            }
+            if !self.known.is_empty() && self.known.binary_search(&r).is_ok() {
+                continue;
+            }
+            self.pairs.admit_carried(
+                r,
+                nodes,
+                (p0, p1),
+                thickness,
+                settings.friction,
+                2.0 * carried,
+            );
+        }
+        self.raw = raw;
     }
 
     /// The substep's broad phase: every cloth's swept boxes (from the group's `x_start` to its
@@ -398,21 +634,30 @@ impl LayerContact {
             &self.offsets,
             (&self.x_start, &self.x),
             (margin, self.shift),
-            true,
+            (true, &self.carried),
         );
         self.raw.clear();
         self.triangle_pairs.clear();
+        // The narrow phase's bound: past this many feature pairs, the rest of the boxes that
+        // meet are left to the last pass's check (which then traverses on its own).
+        let budget = RAW_PER_PAIR * self.max_pairs;
+        let mut skipped = 0;
         for (p, &[a, b]) in self.near.iter().enumerate() {
             let (ma, mb) = meshes(model, &self.boxes, a, b);
             let off = between(self.offsets[a], self.offsets[b]);
             let from = self.raw.len();
             let (raw, pairs) = (&mut self.raw, &mut self.triangle_pairs);
             triangle_pairs_between(ma, mb, &mut self.stack, |t, u| {
+                if raw.len() >= budget {
+                    skipped += 1;
+                    return;
+                }
                 pairs.push((p as u32, t, u));
                 feature_pairs(ma, mb, (t, u), off, EdgePairs::Border, raw);
             });
             renumber(&mut self.raw[from..], self.offsets[a]);
         }
+        self.skipped = skipped;
     }
 
     /// The last pass's broad phase: every cloth's swept boxes over its actual path (from
@@ -421,9 +666,11 @@ impl LayerContact {
     /// ([`SweptBoxes::hold`]), every such pair of triangles is among the substep's
     /// [`LayerContact::triangle_pairs`], which are tested instead of a second traversal.
     fn last_broad_phase<'m>(&mut self, model: &impl Fn(usize) -> &'m ClothModel) {
-        let held = (0..self.offsets.len()).all(|k| {
-            !self.near.iter().any(|p| p.contains(&k)) || self.boxes[k].hold(&self.x[self.range(k)])
-        });
+        let held = self.skipped == 0
+            && (0..self.offsets.len()).all(|k| {
+                !self.near.iter().any(|p| p.contains(&k))
+                    || self.boxes[k].hold(&self.x[self.range(k)])
+            });
         // Held, the listed pairs of triangles are tested by their boxes alone: no hierarchy.
         fill_boxes(
             &mut self.tight,
@@ -432,7 +679,7 @@ impl LayerContact {
             &self.offsets,
             (&self.x_start, &self.x),
             (CCD_EPS, self.shift),
-            !held,
+            (!held, &[]),
         );
         self.raw.clear();
         if held {
@@ -482,6 +729,22 @@ impl LayerContact {
             .fold(0.0, f64::max);
         self.pairs.moved_by(moved.sqrt());
         self.x[r].copy_from_slice(x);
+    }
+
+    /// Holds cloth `k`'s nodes that its last pass left on a body or within the pairs' reach
+    /// of one (`pass`, the cloth's contact pass, finished; after
+    /// [`LayerContact::set_positions`]) for the group's last pass: a pair pushed apart there
+    /// never moves such a node into its body; the other side of the pair moves (a body
+    /// pressing one layer onto another moves the other).
+    pub(crate) fn hold(&mut self, k: usize, pass: &ContactPass) {
+        let r = self.range(k);
+        let held = &mut self.held[r.clone()];
+        held.fill(DVec3::ZERO);
+        pass.near_bodies_at(&self.x[r], self.reach, |i, n| {
+            if let Some(h) = held.get_mut(i as usize) {
+                *h = n;
+            }
+        });
     }
 
     /// Cloth `k`'s positions in the group's copy (after a pass moved them).
@@ -538,8 +801,16 @@ impl LayerContact {
             let k = self.member_of(i as usize);
             self.impact[k] = true;
         }
-        self.pairs
-            .finish_pairs(&self.masses, &self.pinned, &mut self.x);
+        // Two sweeps, and one more per further layer (a stack on a body is pushed off it
+        // layer by layer).
+        let sweeps = 1 + self.offsets.len();
+        self.pairs.finish_pairs_held(
+            &self.masses,
+            &self.pinned,
+            &mut self.held,
+            sweeps,
+            &mut self.x,
+        );
         // Its own broad phase over the actual paths with boxes grown by the check's
         // tolerance only: the substep's pairs (grown by the thickness and slack) are several
         // times more, each a distance to rule out (`layers --scene mantle`: layered step
@@ -548,6 +819,9 @@ impl LayerContact {
         self.resolved.clear();
         self.resolved
             .extend(self.raw.iter().map(|&((ee, _, _), nodes)| (ee, nodes)));
+        // Held nodes go back too: fixing them (their partners alone sent back) left pairs
+        // the check could not resolve, and its rounds ran to their bound on every substep
+        // of three curtains pressed together (a frame of seconds).
         rewind_crossings(&self.resolved, &self.x_start, &mut self.x, &self.pinned);
     }
 
@@ -608,17 +882,17 @@ fn fill_boxes<'m>(
     offsets: &[Offsets],
     x: (&[DVec3], &[DVec3]),
     (margin, shift): (f64, DVec3),
-    refit: bool,
+    (refit, carried): (bool, &[f64]),
 ) {
     for (k, b) in boxes.iter_mut().enumerate().take(offsets.len()) {
         if near.iter().any(|p| p.contains(&k)) {
             let end = offsets.get(k + 1).map_or(x.0.len(), |o| o.nodes as usize);
             let r = offsets[k].nodes as usize..end;
             let topo = model(k).self_topology();
+            let carried = carried.get(r.clone()).unwrap_or(&[]);
+            b.fill_leaves_carried(topo, (&x.0[r.clone()], &x.1[r]), (margin, shift), carried);
             if refit {
-                b.fill(topo, (&x.0[r.clone()], &x.1[r]), (margin, shift));
-            } else {
-                b.fill_leaves(topo, (&x.0[r.clone()], &x.1[r]), (margin, shift));
+                b.refit(topo);
             }
         }
     }

@@ -792,7 +792,7 @@ pub(crate) struct SelfFrame<'a> {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Pair {
     /// The features (see [`RawPair`]): the key of its warm start.
-    key: RawPair,
+    pub(crate) key: RawPair,
     /// Point-triangle: the point, then the triangle's three nodes. Edge-edge: the first edge's
     /// two nodes, then the second's.
     nodes: [u32; 4],
@@ -824,6 +824,8 @@ pub(crate) struct Pair {
     measured_at: f64,
     /// Whether the features lay on their starting side when last measured.
     own_side: bool,
+    /// The features' distance where they were admitted (their heading).
+    admitted_at: f64,
 }
 
 impl Pair {
@@ -898,25 +900,37 @@ impl SweptBoxes {
     /// margin), in the frame moving by `grow.1` over the sweep (zero: the world's).
     pub(crate) fn fill(&mut self, topo: &SelfTopology, x: Sweep<'_>, grow: (f64, DVec3)) {
         self.fill_leaves(topo, x, grow);
+        self.refit(topo);
+    }
+
+    /// The hierarchy refitted to the triangles' boxes (after [`SweptBoxes::fill_leaves`]).
+    pub(crate) fn refit(&mut self, topo: &SelfTopology) {
         topo.refit(&self.triangles, &mut self.bvh);
     }
 
     /// [`SweptBoxes::fill`] without the hierarchy's refit: the nodes', edges' and triangles'
     /// boxes only (for pairs of triangles already listed). A feature's box is the union of
     /// its nodes' (the same box as grown from their positions: rounding keeps the order).
-    pub(crate) fn fill_leaves(
+    pub(crate) fn fill_leaves(&mut self, topo: &SelfTopology, x: Sweep<'_>, grow: (f64, DVec3)) {
+        self.fill_leaves_carried(topo, x, grow, &[]);
+    }
+
+    /// [`SweptBoxes::fill_leaves`] with each node's box grown by `carried[i]` more (how far a
+    /// body may carry it beyond its path; empty: none).
+    pub(crate) fn fill_leaves_carried(
         &mut self,
         topo: &SelfTopology,
         (x0, x1): Sweep<'_>,
         (margin, shift): (f64, DVec3),
+        carried: &[f64],
     ) {
         self.shift = shift;
         self.nodes.clear();
-        self.nodes.extend(
-            x0.iter()
-                .zip(x1)
-                .map(|(&a, &b)| Aabb::spanning(a, b - shift).inflate(margin)),
-        );
+        self.nodes
+            .extend(x0.iter().zip(x1).enumerate().map(|(i, (&a, &b))| {
+                Aabb::spanning(a, b - shift)
+                    .inflate(margin + carried.get(i).copied().unwrap_or(0.0))
+            }));
         let n = &self.nodes;
         self.edges.clear();
         self.edges.extend(
@@ -1102,8 +1116,23 @@ impl SelfContact {
         thickness: f64,
         friction: f64,
     ) -> bool {
+        self.admit_carried(r, nodes, (p0, p1), thickness, friction, 0.0)
+    }
+
+    /// [`SelfContact::admit`] for features a body may carry `carried` metres beyond their
+    /// predicted path this substep (a limb pressing one layer onto another): kept where they
+    /// may come within the reach plus that.
+    pub(crate) fn admit_carried(
+        &mut self,
+        r: RawPair,
+        nodes: [u32; 4],
+        (p0, p1): ([DVec3; 4], [DVec3; 4]),
+        thickness: f64,
+        friction: f64,
+        carried: f64,
+    ) -> bool {
         let ee = r.0;
-        let reach = thickness * (1.0 + SLACK_THICKNESSES);
+        let reach = thickness * (1.0 + SLACK_THICKNESSES) + carried;
         // Over the path the distance stays within twice the relative motion of its end.
         let motion = 2.0 * relative_motion(p0, p1) + CCD_EPS;
         let far = reach + motion;
@@ -1144,6 +1173,7 @@ impl SelfContact {
             overshoot: 0.0,
             measured_at: f64::NAN,
             own_side: false,
+            admitted_at: d1,
         });
         true
     }
@@ -1305,6 +1335,25 @@ impl SelfContact {
     /// sides, which the iterations then spread over the cloth (Bridson et al.'s repulsion on
     /// the velocities); in the last pass, a position correction.
     pub(crate) fn push_apart(&self, masses: &[f64], pinned: &[bool], x: &mut [DVec3]) -> usize {
+        self.push_apart_held(masses, pinned, &mut [], 2, x)
+    }
+
+    /// [`SelfContact::push_apart`] in `sweeps` Gauss-Seidel sweeps, with nodes held by bodies:
+    /// `held[i]`, where not zero, is the outward normal of the body node `i` lies on, and a
+    /// push that would move the node into that body (against the normal) leaves it where it
+    /// is, its partners taking the whole correction (the body's constraint and the pair's in
+    /// one projection: a layer pressed by a body onto another moves the other, never itself
+    /// into the body). A node a held node pushes is held in turn along its push (the layer
+    /// after it rests on it), so a stack of layers on a body is pushed outward layer by
+    /// layer. An empty `held` holds nothing.
+    pub(crate) fn push_apart_held(
+        &self,
+        masses: &[f64],
+        pinned: &[bool],
+        held: &mut [DVec3],
+        sweeps: usize,
+        x: &mut [DVec3],
+    ) -> usize {
         let own = x.len();
         let inv_mass = |i: usize| {
             if i >= own || pinned[i] {
@@ -1313,11 +1362,19 @@ impl SelfContact {
                 1.0 / masses[i]
             }
         };
+        // Node `i`'s inverse mass for a push along `dir`: none when a body holds it there.
+        let inv_mass_along = |held: &[DVec3], i: usize, dir: DVec3| {
+            if held.get(i).is_some_and(|h| h.dot(dir) < 0.0) {
+                0.0
+            } else {
+                inv_mass(i)
+            }
+        };
         let mut pushes = 0;
         // As in `measure` (`Pair::stays_apart`), the pushes here counted in how far the nodes
         // moved.
         let mut moved = self.moved;
-        for _ in 0..2 {
+        for _ in 0..sweeps {
             for p in &self.pairs {
                 if p.stays_apart(moved) {
                     continue;
@@ -1328,21 +1385,32 @@ impl SelfContact {
                 if gap >= 0.0 {
                     continue;
                 }
-                let denom: f64 = coef
-                    .iter()
-                    .zip(&p.nodes)
-                    .map(|(c, &i)| c * c * inv_mass(i as usize))
-                    .sum();
+                let w = |held: &[DVec3], c: f64, i: u32| inv_mass_along(held, i as usize, c * n);
+                let mut blocked = false;
+                let mut denom = 0.0;
+                for (&c, &i) in coef.iter().zip(&p.nodes) {
+                    let wi = w(held, c, i);
+                    blocked |= wi == 0.0 && c != 0.0 && inv_mass(i as usize) > 0.0;
+                    denom += c * c * wi;
+                }
                 if denom <= 0.0 {
                     continue;
                 }
                 let dl = -gap / denom;
                 let mut most = 0.0f64;
-                for (c, &i) in coef.iter().zip(&p.nodes) {
+                for (&c, &i) in coef.iter().zip(&p.nodes) {
                     if (i as usize) < own {
-                        let step = c * inv_mass(i as usize) * dl * n;
+                        let step = c * w(held, c, i) * dl * n;
                         x[i as usize] += step;
                         most = most.max(step.length());
+                        // Pushed off a held node: held in turn.
+                        if blocked
+                            && step != DVec3::ZERO
+                            && let Some(h) = held.get_mut(i as usize)
+                            && *h == DVec3::ZERO
+                        {
+                            *h = step.normalize();
+                        }
                     }
                 }
                 moved += most;
@@ -1384,6 +1452,19 @@ impl SelfContact {
     /// pushing pairs' forces kept for the next substep, then the pairs closer than the
     /// thickness pushed apart (both sides), counted in `impacts`.
     pub(crate) fn finish_pairs(&mut self, masses: &[f64], pinned: &[bool], x: &mut [DVec3]) {
+        self.finish_pairs_held(masses, pinned, &mut [], 2, x);
+    }
+
+    /// [`SelfContact::finish_pairs`] with nodes held by bodies (see
+    /// [`SelfContact::push_apart_held`]).
+    pub(crate) fn finish_pairs_held(
+        &mut self,
+        masses: &[f64],
+        pinned: &[bool],
+        held: &mut [DVec3],
+        sweeps: usize,
+        x: &mut [DVec3],
+    ) {
         self.warm.clear();
         self.warm.extend(
             self.pairs
@@ -1393,7 +1474,23 @@ impl SelfContact {
         );
         self.warm.sort_unstable_by_key(|w| w.0);
         self.impacts = self.pairs.iter().filter(|p| p.force > 0.0).count();
-        self.impacts += self.push_apart(masses, pinned, x);
+        self.impacts += self.push_apart_held(masses, pinned, held, sweeps, x);
+    }
+
+    /// Keeps at most `max` pairs: those pushing already (a warm start), then the nearest
+    /// where they were admitted. Returns how many were dropped.
+    pub(crate) fn keep_nearest(&mut self, max: usize) -> usize {
+        let n = self.pairs.len();
+        if n <= max {
+            return 0;
+        }
+        let rank = |p: &Pair| if p.force > 0.0 { -1.0 } else { p.admitted_at };
+        if max > 0 {
+            self.pairs
+                .select_nth_unstable_by(max - 1, |a, b| rank(a).total_cmp(&rank(b)));
+        }
+        self.pairs.truncate(max);
+        n - max
     }
 
     /// Keeps room for twice as many pairs as this substep has (and their warm starts), so
@@ -1975,6 +2072,7 @@ mod tests {
                 overshoot: 0.0,
                 measured_at: f64::NAN,
                 own_side: false,
+                admitted_at: 0.0,
             }],
             ..Default::default()
         };

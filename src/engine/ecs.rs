@@ -529,6 +529,12 @@ impl ClothLayering {
             .map(|&[a, b]| [self.built_for[a].0, self.built_for[b].0])
             .collect()
     }
+
+    /// Whether the last tick's layers degraded: a layer group met more pairs in a substep
+    /// than [`LayerSettings::max_pairs`] (see [`ClothLayers::degraded`]).
+    pub fn degraded(&self) -> bool {
+        self.layers.as_ref().is_some_and(ClothLayers::degraded)
+    }
 }
 
 /// The cloth systems' sets, run in this order.
@@ -1090,7 +1096,7 @@ fn step_layered(
     reports.clear();
     reports.resize(grouped.len(), StepReport::default());
     let result = layers
-        .begin_frame(grouped.iter().map(|i| &i.1.cloth), dt)
+        .begin_frame(grouped.iter().map(|i| &i.1.cloth), dt, set)
         .map_err(ClothError::from)
         .and_then(|_| layers.step_groups(grouped, dt, set, &mut reports));
     for (item, report) in grouped.iter_mut().zip(&reports) {

@@ -68,6 +68,10 @@ pub struct ClothLayers {
     permuted: bool,
     /// Scratch of a permutation: the places done.
     visited: Vec<bool>,
+    /// Pairs the last frame's groups dropped past the bound.
+    dropped: usize,
+    /// The most pairs a group held in a substep of the last frame.
+    most: usize,
 }
 
 impl ClothLayers {
@@ -135,12 +139,15 @@ impl ClothLayers {
     }
 
     /// Stage 1: copies every cloth's surface, finds which pairs may come near each other in a
-    /// frame of `dt` seconds, and links them into groups (each cloth's group: its
-    /// [`ClothLayers::group`]). `cloths` are the cloths the layers were made for, in order.
+    /// frame of `dt` seconds (by their own motion, and by the motion of `colliders` that may
+    /// carry them: a body driven through one layer into another), and links them into groups
+    /// (each cloth's group: its [`ClothLayers::group`]). `cloths` are the cloths the layers
+    /// were made for, in order.
     pub fn begin_frame<'c>(
         &mut self,
         cloths: impl ExactSizeIterator<Item = &'c Cloth>,
         dt: f64,
+        colliders: &ColliderSet,
     ) -> Result<(), LayerError> {
         if cloths.len() != self.count {
             return Err(LayerError::CountChanged {
@@ -150,6 +157,7 @@ impl ClothLayers {
         }
         for (surface, cloth) in self.surfaces.iter_mut().zip(cloths) {
             cloth.surface(surface);
+            surface.reach_bodies(colliders, dt, self.settings.thickness);
         }
         self.near.clear();
         for (k, p) in self.parent.iter_mut().enumerate() {
@@ -203,6 +211,26 @@ impl ClothLayers {
         self.parent.get(index).copied().unwrap_or(index)
     }
 
+    /// Whether the last frame degraded: a layer group met more cloth-against-cloth pairs in
+    /// a substep than [`LayerSettings::max_pairs`] and kept only the nearest (the layers
+    /// still never cross; they may come closer than the thickness). See
+    /// [`ClothLayers::dropped_pairs`].
+    pub fn degraded(&self) -> bool {
+        self.dropped > 0
+    }
+
+    /// How many pairs the last frame's groups dropped past [`LayerSettings::max_pairs`],
+    /// over their substeps (0: not degraded).
+    pub fn dropped_pairs(&self) -> usize {
+        self.dropped
+    }
+
+    /// The most cloth-against-cloth pairs a layer group held in a substep of the last frame
+    /// (at most [`LayerSettings::max_pairs`]): what to size that bound by.
+    pub fn most_pairs(&self) -> usize {
+        self.most
+    }
+
     /// This frame's pairs near each other (after [`ClothLayers::begin_frame`]).
     pub fn near_pairs(&self) -> &[[usize; 2]] {
         &self.near
@@ -218,7 +246,7 @@ impl ClothLayers {
         colliders: &ColliderSet,
         reports: &mut Vec<StepReport>,
     ) -> Result<(), ClothError> {
-        self.begin_frame(cloths.iter(), dt)?;
+        self.begin_frame(cloths.iter(), dt, colliders)?;
         reports.clear();
         reports.resize(cloths.len(), StepReport::default());
         self.step_groups(cloths, dt, colliders, reports)
@@ -245,6 +273,10 @@ impl ClothLayers {
         // Group order: items, reports and the groups' contacts (each at its group's first
         // place) moved there, and back after.
         self.permute(items, reports, true);
+        for c in &mut self.contacts {
+            c.dropped = 0;
+            c.most = 0;
+        }
         self.frames.clear();
         self.frames.resize(
             self.count,
@@ -267,6 +299,8 @@ impl ClothLayers {
             &|slices: Slices<'_, T>| step_group(slices, dt, colliders, &self.settings),
         );
         self.permute(items, reports, false);
+        self.dropped = self.contacts.iter().map(|c| c.dropped).sum();
+        self.most = self.contacts.iter().map(|c| c.most).max().unwrap_or(0);
         result
     }
 
@@ -424,7 +458,7 @@ fn step_group<T: HoldsCloth>(
         *frame = item.cloth_mut().begin_frame(dt, colliders, true, ws)?;
     }
     let run = frames[0].run;
-    lc.begin(items.iter().map(|i| &**i.cloth().model()));
+    lc.begin(items.iter().map(|i| &**i.cloth().model()), settings);
     let most = items
         .iter()
         .map(|i| i.cloth().settings().iterations)
@@ -437,9 +471,10 @@ fn step_group<T: HoldsCloth>(
             span = cloth.substep_pins(k, run, ws);
             cloth.group_substep_begin(ws, colliders, span);
             lc.set_substep(i, cloth.positions(), &ws.x_new);
+            lc.carry(i, &ws.contact_pass);
         }
         lc.prepare(|i| &**items[i].cloth().model(), settings);
-        let active = lc.active();
+        let mut active = lc.active();
         // No impulse on the predictions here (self-contact's stage 2): pushing both cloths'
         // predictions apart threw a cape dropped on a draped sheet 12 m up at its first touch
         // (docs/lab/2026-11-28-layers-one-solve.md); the forces inside the iterations and the
@@ -469,10 +504,20 @@ fn step_group<T: HoldsCloth>(
                 );
                 lc.iterations[i] = it;
             }
-            if active {
-                for (i, ws) in wss.iter().enumerate() {
-                    lc.set_positions(i, &ws.x_new);
+            for (i, ws) in wss.iter().enumerate() {
+                lc.set_positions(i, &ws.x_new);
+            }
+            // A node dragged out of the box its pairs were found in: the pairs found again
+            // (plain local-global from here on if that gave the group its first pairs).
+            if lc.refresh(|i| &**items[i].cloth().model(), settings) && !active {
+                active = lc.active();
+                if active {
+                    for it in lc.iterations.iter_mut() {
+                        *it = it.without_mixing();
+                    }
                 }
+            }
+            if active {
                 if lc.measure() {
                     // The collective compliance: each cloth answers the engaged nodes'
                     // unit push with its own factor.
@@ -507,6 +552,7 @@ fn step_group<T: HoldsCloth>(
         if active {
             for (i, ws) in wss.iter().enumerate() {
                 lc.set_positions(i, &ws.x_new);
+                lc.hold(i, &ws.contact_pass);
             }
             lc.finish(|i| &**items[i].cloth().model());
             for (i, ws) in wss.iter_mut().enumerate() {

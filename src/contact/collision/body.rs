@@ -245,9 +245,12 @@ impl Body {
             };
         }
         // Outside and nearer to where it started than to the surface: it cannot have crossed.
+        // Through where the nearest face is not the one it entered by: past the body's middle
+        // (normals opposed), or on it (normals square: a node the body swept onto its axis,
+        // whose nearest face is a tie, is resolved by where it entered, not sideways).
         if (inside || p1.distance(p0) > s1)
             && let Some((t, entry_normal)) = self.cast(p0, p1)
-            && n.dot(entry_normal) < 0.0
+            && n.dot(entry_normal) < THROUGH_COS
         {
             let entry = p0 + t * (p1 - p0);
             return Gap {
@@ -360,6 +363,11 @@ pub(super) struct Gap {
 
 /// Rounding allowance (metres) of [`clear_radius`]: the `f32` shape queries of parry3d are
 /// accurate to well under it.
+/// A node whose path entered a body, and whose nearest face's normal makes less than this
+/// cosine with the normal it entered by (about 84 degrees apart or more), is resolved by where
+/// it entered ([`Body::gap_from`]).
+const THROUGH_COS: f64 = 0.1;
+
 const CLEAR_MARGIN: f64 = 1e-6;
 
 /// How far a node at signed distance `s` from a body's inflated surface, `d` from where it

@@ -586,6 +586,39 @@ impl ColliderSet {
         })
     }
 
+    /// How far a collider that moves this frame, and whose swept box comes within `margin` of
+    /// the box `b` (plus the broad phase's allowance), may carry what it touches: the most
+    /// its box moves along an axis over the frame (a plane: how far its origin moves). 0 when
+    /// no such collider moves. Layers use it to see cloths a body may press together in a
+    /// frame ([`crate::layering`]).
+    pub(crate) fn push_reach(&self, b: &Aabb, margin: f64) -> f64 {
+        let b = b.inflate(SLACK);
+        let mut reach = 0.0f64;
+        for e in &self.entries {
+            if e.removed
+                || e.previous == e.current
+                || !Swept::new(&e.shape, &e.previous, &e.current, margin).overlaps(&b)
+            {
+                continue;
+            }
+            let moved = match e.shape.local_half_extents(0.0) {
+                Some(he) => {
+                    let (b0, b1) = (
+                        body::world_box(he, &e.previous),
+                        body::world_box(he, &e.current),
+                    );
+                    (b1.min - b0.min)
+                        .abs()
+                        .max((b1.max - b0.max).abs())
+                        .max_element()
+                }
+                None => e.previous.translation.distance(e.current.translation),
+            };
+            reach = reach.max(moved);
+        }
+        reach
+    }
+
     /// Signed distance of `p` from the surface of collider `id` at the end of the frame
     /// (negative inside).
     pub fn signed_distance(&self, id: ColliderId, p: DVec3) -> Option<f64> {

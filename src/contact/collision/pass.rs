@@ -842,12 +842,74 @@ impl ContactPass {
     /// go to the nearest surface point, nodes whose path crossed the body's middle go back to
     /// where they entered it (`Body::resolve`). Writes into `moved` which candidates moved.
     fn push_out_all(&self, x: &mut [DVec3], moved: &mut [bool]) {
+        self.push_out_each(x, |k| moved[k] = true);
+    }
+
+    /// Where this substep's bodies and limits put `x` (a cloth's positions): every candidate
+    /// node inside a body at its end pose (or whose path the body's sweep crossed) on its
+    /// surface, every node past a limit on it. After [`ContactPass::prepare`]; a layer group
+    /// pushes its cloths' predictions so, to see the layers a body carries into each other.
+    pub(crate) fn push_out(&self, x: &mut [DVec3]) {
+        self.push_out_each(x, |_| {});
+    }
+
+    /// How far this substep's bodies may carry each node near them beyond its predicted path
+    /// (after [`ContactPass::prepare`]; the nodes moving from `x_start` toward `x_pred`): for
+    /// each node a body may touch, how far the body's point where the node began the substep
+    /// moves against the node's predicted motion, written into `carry` (per node; only
+    /// raised). A cape carried by a running body moves with it (little); a curtain a limb is
+    /// driven through, by the limb's whole motion.
+    pub(crate) fn carry_reach(&self, x_start: &[DVec3], x_pred: &[DVec3], carry: &mut [f64]) {
+        for c in self.candidates.iter().filter(|c| !c.limit) {
+            let i = c.node as usize;
+            let (b0, b1) = (
+                &self.bodies0[c.body as usize],
+                &self.bodies1[c.body as usize],
+            );
+            let body = b1.pose.transform_point(c.p0) - b0.pose.transform_point(c.p0);
+            let own = x_pred[i] - x_start[i];
+            // At most the body's own motion: a node flung against the body's path is not
+            // carried farther than the body goes.
+            if let Some(r) = carry.get_mut(i) {
+                *r = r.max((body - own).length().min(body.length()));
+            }
+        }
+    }
+
+    /// Calls `near(node, outward normal)` for every node of `x` (a cloth's positions at the
+    /// substep's end) within `within` metres of a body's surface, or touching a limit
+    /// (after [`ContactPass::finish`]): what a layer group holds in its last pass (a node on
+    /// or just off a body is not pushed into it, nor sent back through it).
+    pub(crate) fn near_bodies_at(
+        &self,
+        x: &[DVec3],
+        within: f64,
+        mut near: impl FnMut(u32, DVec3),
+    ) {
+        for &(i, n, _) in &self.touched {
+            near(i, n);
+        }
+        for c in self.candidates.iter().filter(|c| !c.limit) {
+            let b1 = &self.bodies1[c.body as usize];
+            let p = x[c.node as usize];
+            if c.stays_clear(p) && c.clear > within {
+                continue;
+            }
+            let s = b1.surface(b1.pose.inverse_transform_point(p));
+            if s.signed < within {
+                near(c.node, b1.pose.transform_vector(s.normal));
+            }
+        }
+    }
+
+    /// [`ContactPass::push_out`], calling `moved(k)` for each candidate `k` that moved a node.
+    fn push_out_each(&self, x: &mut [DVec3], mut moved: impl FnMut(usize)) {
         for (k, c) in self.candidates.iter().enumerate() {
             let i = c.node as usize;
             if c.limit {
                 if let Some(q) = self.limits[c.body as usize].project(x[i]) {
                     x[i] = q;
-                    moved[k] = true;
+                    moved(k);
                 }
                 continue;
             }
@@ -870,7 +932,7 @@ impl ContactPass {
                 p1 - g.gap * g.normal
             };
             x[i] = b1.pose.transform_point(q);
-            moved[k] = true;
+            moved(k);
         }
     }
 
