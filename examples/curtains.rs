@@ -59,7 +59,7 @@ const LIMB_RADIUS: f64 = 0.05;
 const LIMB_HALF: f64 = 0.25;
 const LIMB_Z0: f64 = 0.25;
 /// Frames of the contact sheet (one per column).
-const SHOTS: [usize; 5] = [10, 14, 18, 40, 89];
+const SHOTS: [usize; 5] = [8, 11, 16, 40, 89];
 
 /// A curtain: 1.0 x 1.2 m, 10 x 12 base cells, hanging from a rail at y = 2 m at depth `z`,
 /// its top row pinned.
@@ -296,8 +296,8 @@ fn contact_sheet(
     let mut tiles: Vec<Pixmap> = Vec::new();
     let (w, h) = (240, 240);
     // Seen from the side and a little above, so the layers' gap shows.
-    let target = DVec3::new(0.0, 1.35, -0.1);
-    let camera = Camera::look_at(target + DVec3::new(1.6, 0.5, 0.2), target, 0.7, w, h);
+    let target = DVec3::new(0.0, 1.35, -0.35);
+    let camera = Camera::look_at(target + DVec3::new(2.6, 0.4, 0.3), target, 0.9, w, h);
     let colours = [
         (190.0, 40.0, 45.0),
         (70.0, 120.0, 200.0),
