@@ -363,12 +363,14 @@ pub(super) struct Gap {
 
 /// Rounding allowance (metres) of [`clear_radius`]: the `f32` shape queries of parry3d are
 /// accurate to well under it.
+const CLEAR_MARGIN: f64 = 1e-6;
+
 /// A node whose path entered a body, and whose nearest face's normal makes less than this
 /// cosine with the normal it entered by (about 84 degrees apart or more), is resolved by where
-/// it entered ([`Body::gap_from`]).
+/// it entered ([`Body::gap_from`]). Only opposed normals (cosine 0) pushed a node a limb swept
+/// onto its axis sideways (two curtains crossed there); square only (1e-3) lost two of the
+/// contact gallery's cells (docs/lab/2026-11-29-layers-driven.md).
 const THROUGH_COS: f64 = 0.1;
-
-const CLEAR_MARGIN: f64 = 1e-6;
 
 /// How far a node at signed distance `s` from a body's inflated surface, `d` from where it
 /// started the substep (body-relative), can move without its gap turning negative or its path
