@@ -484,8 +484,6 @@ impl LayerContact {
         self.refreshed = false;
         self.force.fill(DVec3::ZERO);
         self.impact.fill(false);
-        let thickness = settings.thickness;
-        let reach = thickness * (1.0 + crate::self_contact::SLACK_THICKNESSES);
         self.find_pairs(&model, settings);
         // Layers carried into layers: a body pressing one layer (its nodes held where it put
         // them) carries the next, which carries the one after. The headings pushed apart
@@ -514,16 +512,13 @@ impl LayerContact {
                 .map(|(a, b)| a.distance_squared(*b))
                 .fold(0.0, f64::max)
                 .sqrt();
-            if carried <= 0.5 * reach {
+            if carried <= 0.5 * self.reach {
                 break;
             }
             self.pairs.begin_group_substep();
             self.find_pairs(&model, settings);
         }
-        self.dropped += self.pairs.keep_nearest(self.max_pairs) + self.skipped;
-        self.most = self.most.max(self.pairs.pairs.len());
-        // Room for twice this substep's pairs: the count jitters around its most.
-        self.pairs.keep_headroom();
+        self.bound_pairs();
         let n = self.raw.len();
         if 2 * n > self.raw.capacity() {
             self.raw.reserve(2 * n - self.raw.len());
@@ -547,10 +542,7 @@ impl LayerContact {
         model: impl Fn(usize) -> &'m ClothModel,
         settings: &LayerSettings,
     ) -> bool {
-        let held = (0..self.offsets.len()).all(|k| {
-            !self.near.iter().any(|p| p.contains(&k)) || self.boxes[k].hold(&self.x[self.range(k)])
-        });
-        if held || self.refreshed {
+        if self.boxes_hold() || self.refreshed {
             return false;
         }
         // Once a substep (its cost bounded as the substep's first search).
@@ -562,14 +554,29 @@ impl LayerContact {
         let before = self.pairs.pairs.len();
         self.find_pairs(&model, settings);
         self.known.clear();
-        self.dropped += self.pairs.keep_nearest(self.max_pairs) + self.skipped;
-        self.most = self.most.max(self.pairs.pairs.len());
-        self.pairs.keep_headroom();
+        self.bound_pairs();
         let grew = self.pairs.pairs.len() > before;
         if grew {
             self.response_set = 0;
         }
         grew
+    }
+
+    /// Whether every node of a cloth with near partners lies inside the box its pairs were
+    /// searched with ([`SweptBoxes::hold`]).
+    fn boxes_hold(&self) -> bool {
+        (0..self.offsets.len()).all(|k| {
+            !self.near.iter().any(|p| p.contains(&k)) || self.boxes[k].hold(&self.x[self.range(k)])
+        })
+    }
+
+    /// The search's pairs held to [`LayerSettings::max_pairs`] (the drops and the search's
+    /// skipped pairs counted), the most recorded, and room kept for twice as many (the count
+    /// jitters around its most).
+    fn bound_pairs(&mut self) {
+        self.dropped += self.pairs.keep_nearest(self.max_pairs) + self.skipped;
+        self.most = self.most.max(self.pairs.pairs.len());
+        self.pairs.keep_headroom();
     }
 
     /// The broad phase from the group's `x_start` to its heading `x`, and the pairs it finds
@@ -579,8 +586,7 @@ impl LayerContact {
         model: &impl Fn(usize) -> &'m ClothModel,
         settings: &LayerSettings,
     ) {
-        let thickness = settings.thickness;
-        let reach = thickness * (1.0 + crate::self_contact::SLACK_THICKNESSES);
+        let (thickness, reach) = (settings.thickness, self.reach);
         self.broad_phase(model, 0.5 * reach);
         let raw = std::mem::take(&mut self.raw);
         for &(r, nodes) in &raw {
@@ -666,11 +672,7 @@ impl LayerContact {
     /// ([`SweptBoxes::hold`]), every such pair of triangles is among the substep's
     /// [`LayerContact::triangle_pairs`], which are tested instead of a second traversal.
     fn last_broad_phase<'m>(&mut self, model: &impl Fn(usize) -> &'m ClothModel) {
-        let held = self.skipped == 0
-            && (0..self.offsets.len()).all(|k| {
-                !self.near.iter().any(|p| p.contains(&k))
-                    || self.boxes[k].hold(&self.x[self.range(k)])
-            });
+        let held = self.skipped == 0 && self.boxes_hold();
         // Held, the listed pairs of triangles are tested by their boxes alone: no hierarchy.
         fill_boxes(
             &mut self.tight,
