@@ -670,9 +670,11 @@ impl LayerContact {
     /// `x_start` to `x`, grown by the check's tolerance) and every feature pair of two cloths
     /// whose boxes meet into `raw`. When every node stayed inside its substep's box
     /// ([`SweptBoxes::hold`]), every such pair of triangles is among the substep's
-    /// [`LayerContact::triangle_pairs`], which are tested instead of a second traversal.
-    fn last_broad_phase<'m>(&mut self, model: &impl Fn(usize) -> &'m ClothModel) {
-        let held = self.skipped == 0 && self.boxes_hold();
+    /// [`LayerContact::triangle_pairs`], which are tested instead of a second traversal. The
+    /// boxes are taken in the frame moving by `shift` (the substep's, or zero for the check
+    /// again in the world's frame, which always traverses).
+    fn last_broad_phase<'m>(&mut self, model: &impl Fn(usize) -> &'m ClothModel, shift: DVec3) {
+        let held = self.skipped == 0 && shift == self.shift && self.boxes_hold();
         // Held, the listed pairs of triangles are tested by their boxes alone: no hierarchy.
         fill_boxes(
             &mut self.tight,
@@ -680,7 +682,7 @@ impl LayerContact {
             model,
             &self.offsets,
             (&self.x_start, &self.x),
-            (CCD_EPS, self.shift),
+            (CCD_EPS, shift),
             (!held, &[]),
         );
         self.raw.clear();
@@ -817,14 +819,26 @@ impl LayerContact {
         // tolerance only: the substep's pairs (grown by the thickness and slack) are several
         // times more, each a distance to rule out (`layers --scene mantle`: layered step
         // 6.6-6.8 -> 5.3-6.1 ms, the same figures).
-        self.last_broad_phase(&model);
-        self.resolved.clear();
-        self.resolved
-            .extend(self.raw.iter().map(|&((ee, _, _), nodes)| (ee, nodes)));
         // Held nodes go back too: fixing them (their partners alone sent back) left pairs
         // the check could not resolve, and its rounds ran to their bound on every substep
-        // of three curtains pressed together (a frame of seconds).
-        rewind_crossings(&self.resolved, &self.x_start, &mut self.x, &self.pinned);
+        // of three curtains pressed together (a frame of seconds). A pair a pin's path
+        // leaves crossed is checked again in the world's frame (see `rewind_crossings`).
+        for world in [false, true] {
+            let shift = if world { DVec3::ZERO } else { self.shift };
+            self.last_broad_phase(&model, shift);
+            self.resolved.clear();
+            self.resolved
+                .extend(self.raw.iter().map(|&((ee, _, _), nodes)| (ee, nodes)));
+            let rewind = rewind_crossings(
+                &self.resolved,
+                (&self.x_start, shift),
+                &mut self.x,
+                &self.pinned,
+            );
+            if !rewind.stuck {
+                break;
+            }
+        }
     }
 
     /// The cloth node `i` (group numbering) belongs to.
