@@ -40,9 +40,12 @@
 //!    on a body, or within the reach of one, is not pushed into it: its partner takes the
 //!    whole push, and a node pushed off a held one is held in turn, so a stack of layers on
 //!    a limb is pushed off it layer by layer), then a continuous check over both cloths'
-//!    actual paths: the free nodes of a crossing pair, on either cloth, go back along their
-//!    paths until nothing crosses. Cloths that begin a substep untangled end it untangled
-//!    (pinned nodes, which the game places, excepted).
+//!    actual paths (in the frame of the pairs' search): the nodes of the pairs that still
+//!    cross move as **impact zones**, each zone's nodes together from their starts (the
+//!    start's shape translated by the zone's pinned, held or mass centre's motion), zones
+//!    that meet joined, until nothing crosses; as a fail-safe the free nodes of a crossing
+//!    pair go back along their paths. Cloths that begin a substep untangled end it
+//!    untangled (pinned nodes, which the game places, excepted).
 //!
 //! **Bounded work.** A group holds at most [`LayerSettings::max_pairs`] pairs in a substep
 //! (those pushing already, then the nearest) and its searches test at most four times that
