@@ -580,9 +580,9 @@ fn a_limb_driven_through_two_curtains_presses_one_onto_the_other_without_crossin
 /// never passes through itself (0 crossed triangle pairs at any frame's end), no node ends
 /// inside the limb, everything stays finite, and no curtain strains past 10 % (at 12 m/s,
 /// before the last pass moved what still crossed as impact zones: 36 nodes inside, a node
-/// flung metres); at 3 m/s none strains more than 1.5x what it strains alone (at 6 and 10
-/// m/s the middle and back curtains reach 1.9x and 3x: unmet,
-/// docs/lab/2026-11-29-layers-driven.md).
+/// flung metres); up to 10 m/s none strains more than 1.5x what it strains alone (1.0x, 1.02x
+/// and 1.33x at 3, 6 and 10 m/s; 1.9x and 3x before each cloth's own last pass ran again
+/// after the group's).
 ///
 /// Before the last pass's check sent nodes back in the frame its pairs were found in, the
 /// stack crossed at 6 m/s (153 crossed pairs at a frame's end, 16 nodes inside): a node sent
@@ -606,7 +606,7 @@ fn a_limb_driven_through_three_curtains_never_drives_one_through_another() {
         for (k, &s) in layered.max_strain.iter().enumerate() {
             assert!(s <= 0.10, "{speed} m/s, curtain {k}: {s:.4} strain");
         }
-        if speed > 3.0 {
+        if speed > 10.0 {
             continue;
         }
         for k in 0..3 {
@@ -705,7 +705,7 @@ fn an_arm_pressing_a_cape_onto_a_skirt_never_drives_it_through() {
 /// Past its pair bound a layer group degrades and says so: the two curtains pressed together
 /// at 6 m/s with `max_pairs` 300 (they meet in up to about 2,500 pairs a substep) report
 /// degraded frames, stay finite and never cross (the last pass's check sees every pair);
-/// what degrades is the squeeze (at 300: 13 % strain against 3 % at the default bound; 22
+/// what degrades is the squeeze (at 300: 18 % strain against 3 % at the default bound; 22
 /// nodes ended inside the limb before the last pass moved impact zones). With the default
 /// bound they do not degrade.
 #[test]
