@@ -404,7 +404,8 @@ fn run_spans<T: HoldsCloth>(
 /// [`crate::layers`]): one substep loop on the first cloth's clock; per substep every cloth's
 /// prediction, the group's pairs and their impulse, then the iterations (every cloth's map,
 /// then the pairs' forces from both sides' iterates), every cloth's last pass against the
-/// bodies, the group's last pass, and every cloth's velocities. A group iterates as many
+/// bodies, the group's last pass (then, where it moved a cloth, that cloth's last pass and the
+/// group's once more), and every cloth's velocities. A group iterates as many
 /// times as its most-iterated cloth (a cloth whose budget is spent waits). A cloth alone
 /// steps as [`Cloth::step_in`].
 fn step_group<T: HoldsCloth>(
@@ -562,6 +563,7 @@ fn step_group<T: HoldsCloth>(
             // docs/lab/2026-11-29-layers-driven.md).
             for again in [false, true] {
                 lc.finish(|i| &**items[i].cloth().model());
+                // Whether a cloth's own pass moved what the group's left (else that stands).
                 let mut moved = false;
                 for (i, (item, ws)) in items.iter().zip(wss.iter_mut()).enumerate() {
                     let x = lc.positions(i);
@@ -570,7 +572,6 @@ fn step_group<T: HoldsCloth>(
                     }
                     ws.x_new.copy_from_slice(x);
                     lc.impact[i] = true;
-                    moved = true;
                     if !again {
                         let (model, x_start, _) = item.cloth().solve_parts();
                         lc.iterations[i].finish(
@@ -584,6 +585,7 @@ fn step_group<T: HoldsCloth>(
                                 external: None,
                             },
                         );
+                        moved |= lc.positions(i) != &ws.x_new[..];
                     }
                 }
                 if !moved || again {
