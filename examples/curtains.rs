@@ -28,8 +28,10 @@
 //! `nan_frames`, `max_strain` and `worst_strain_ratio` over every speed.
 //!
 //! Run: `cargo run --release --example curtains [-- --layers 2|3] [--speeds 3,6,10] [--gap M]
-//! [--depth M] [--height M] [--preset mobile|console|desktop]` (default two layers 4 cm apart,
-//! the limb 1.3 m up driven 20 cm past the last, console).
+//! [--depth M] [--height M] [--preset mobile|console|desktop|SxI] [--obj DIR]` (default two
+//! layers 4 cm apart, the limb 1.3 m up driven 20 cm past the last, console). `--obj` writes the
+//! layered run's frames, one OBJ per curtain (`DIR/<speed>/curtain<k>/<frame>.obj`), for the
+//! trajectory error against a converged run of the same scene (e.g. `--preset 8x20`).
 
 #[path = "common/preset_arg.rs"]
 mod preset_arg;
@@ -335,6 +337,28 @@ fn contact_sheet(
     render::save_sheet(&tiles, SHOTS.len() as u32, path)
 }
 
+/// The layered run's frame `frame` at `speed` as one OBJ per curtain,
+/// `DIR/<speed>/curtain<k>/<frame>.obj` (positions only: what `trajectory.py`-style checks of
+/// two runs' centres of mass read).
+fn write_obj_frames(
+    dir: &std::path::Path,
+    speed: f64,
+    frame: usize,
+    cloths: &[Cloth],
+) -> Result<(), Box<dyn std::error::Error>> {
+    use std::fmt::Write as _;
+    for (k, c) in cloths.iter().enumerate() {
+        let d = dir.join(format!("{speed}")).join(format!("curtain{k}"));
+        std::fs::create_dir_all(&d)?;
+        let mut text = String::new();
+        for p in c.positions() {
+            writeln!(text, "v {} {} {}", p.x, p.y, p.z)?;
+        }
+        std::fs::write(d.join(format!("{frame:04}.obj")), text)?;
+    }
+    Ok(())
+}
+
 fn main_inner() -> Result<(), Box<dyn std::error::Error>> {
     let mut preset = BudgetPreset::console();
     let mut count = 2usize;
@@ -342,6 +366,7 @@ fn main_inner() -> Result<(), Box<dyn std::error::Error>> {
     let mut gap = 0.04;
     let mut depth = 0.2;
     let mut height = 1.3;
+    let mut obj: Option<std::path::PathBuf> = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = |name: &str| args.next().ok_or(format!("{name} takes a value"));
@@ -362,10 +387,11 @@ fn main_inner() -> Result<(), Box<dyn std::error::Error>> {
             "--depth" => depth = value("--depth")?.parse()?,
             "--height" => height = value("--height")?.parse()?,
             "--preset" => preset = preset_arg::preset_named(&value("--preset")?)?,
+            "--obj" => obj = Some(value("--obj")?.into()),
             other => {
                 return Err(format!(
                     "unknown argument {other:?} (options: --layers N, --speeds A,B, --gap M, \
-                     --depth M, --height M, --preset NAME)"
+                     --depth M, --height M, --preset NAME, --obj DIR)"
                 )
                 .into());
             }
@@ -407,6 +433,9 @@ fn main_inner() -> Result<(), Box<dyn std::error::Error>> {
             let n = sims.len();
             for k in 0..n {
                 sims[(frame + k) % n].frame(frame)?;
+            }
+            if let Some(dir) = &obj {
+                write_obj_frames(dir, speed, frame, &sims[0].cloths)?;
             }
         }
         let end = sims[0].end;

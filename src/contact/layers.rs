@@ -583,7 +583,7 @@ impl LayerContact {
         model: impl Fn(usize) -> &'m ClothModel,
         settings: &LayerSettings,
     ) -> bool {
-        if self.boxes_hold() || self.refreshed {
+        if self.boxes_hold(&self.boxes) || self.refreshed {
             return false;
         }
         // Once a substep (its cost bounded as the substep's first search).
@@ -603,11 +603,12 @@ impl LayerContact {
         grew
     }
 
-    /// Whether every node of a cloth with near partners lies inside the box its pairs were
-    /// searched with ([`SweptBoxes::hold`]).
-    fn boxes_hold(&self) -> bool {
+    /// Whether every node of a cloth with near partners lies inside its box of `boxes` (the
+    /// substep's search, [`LayerContact::boxes`], or the last pass's, [`LayerContact::tight`];
+    /// [`SweptBoxes::hold`]).
+    fn boxes_hold(&self, boxes: &[SweptBoxes]) -> bool {
         (0..self.offsets.len()).all(|k| {
-            !self.near.iter().any(|p| p.contains(&k)) || self.boxes[k].hold(&self.x[self.range(k)])
+            !self.near.iter().any(|p| p.contains(&k)) || boxes[k].hold(&self.x[self.range(k)])
         })
     }
 
@@ -709,13 +710,14 @@ impl LayerContact {
 
     /// The last pass's broad phase: every cloth's swept boxes over its actual path (from
     /// `x_start` to `x`, grown by the check's tolerance) and every feature pair of two cloths
-    /// whose boxes meet into `raw`. When every node stayed inside its substep's box
+    /// whose boxes meet into `raw`, and their features and nodes into `resolved` (the check's
+    /// list). When every node stayed inside its substep's box
     /// ([`SweptBoxes::hold`]), every such pair of triangles is among the substep's
     /// [`LayerContact::triangle_pairs`], which are tested instead of a second traversal. The
     /// boxes are taken in the frame moving by `shift` (the substep's, or zero for the check
     /// again in the world's frame, which always traverses).
     fn last_broad_phase<'m>(&mut self, model: &impl Fn(usize) -> &'m ClothModel, shift: DVec3) {
-        let held = self.skipped == 0 && shift == self.shift && self.boxes_hold();
+        let held = self.skipped == 0 && shift == self.shift && self.boxes_hold(&self.boxes);
         // Held, the listed pairs of triangles are tested by their boxes alone: no hierarchy.
         fill_boxes(
             &mut self.tight,
@@ -755,6 +757,9 @@ impl LayerContact {
                 renumber(&mut self.raw[start..], self.offsets[a]);
             }
         }
+        self.resolved.clear();
+        self.resolved
+            .extend(self.raw.iter().map(|&((ee, _, _), nodes)| (ee, nodes)));
     }
 
     /// Whether the substep has pairs.
@@ -867,9 +872,6 @@ impl LayerContact {
         for world in [false, true] {
             let shift = if world { DVec3::ZERO } else { self.shift };
             self.last_broad_phase(&model, shift);
-            self.resolved.clear();
-            self.resolved
-                .extend(self.raw.iter().map(|&((ee, _, _), nodes)| (ee, nodes)));
             if !world && self.impact_zones(&model) {
                 break;
             }
@@ -904,7 +906,7 @@ impl LayerContact {
             *z = k as u32;
         }
         self.zoned.fill(false);
-        for _ in 0..ZONE_ROUNDS {
+        for round in 0..=ZONE_ROUNDS {
             let mut crossing = false;
             for &(ee, nodes) in &self.resolved {
                 let (p0, p1) = (at4(&self.x_start, nodes), at4(&self.x, nodes));
@@ -921,6 +923,9 @@ impl LayerContact {
             }
             if !crossing {
                 return true;
+            }
+            if round == ZONE_ROUNDS {
+                break;
             }
             for z in self.zone_motion.iter_mut() {
                 *z = ZoneMotion::default();
@@ -949,27 +954,11 @@ impl LayerContact {
                 }
             }
             // A node the zone moved out of its box: the pairs found again over the paths.
-            let shift = self.shift;
-            let hold = (0..self.offsets.len()).all(|k| {
-                !self.near.iter().any(|p| p.contains(&k))
-                    || self.tight[k].hold(&self.x[self.range(k)])
-            });
-            if !hold {
-                self.last_broad_phase(model, shift);
-                self.resolved.clear();
-                self.resolved
-                    .extend(self.raw.iter().map(|&((ee, _, _), nodes)| (ee, nodes)));
+            if !self.boxes_hold(&self.tight) {
+                self.last_broad_phase(model, self.shift);
             }
         }
-        !self.resolved.iter().any(|&(ee, nodes)| {
-            crate::self_contact::crossing_time(
-                ee,
-                at4(&self.x_start, nodes),
-                at4(&self.x, nodes),
-                CCD_EPS,
-            )
-            .is_some()
-        })
+        false
     }
 
     /// The cloth node `i` (group numbering) belongs to.

@@ -1768,30 +1768,17 @@ mod tests {
         let mut x: Vec<DVec3> = x0.iter().map(|p| *p + shift).collect();
         x[0].z -= 0.02; // through the triangle, relative to it
         let pairs = [(false, [0, 1, 2, 3])];
-        assert!(
-            crossing_time(
-                false,
-                at4(&x0, [0, 1, 2, 3]),
-                at4(&x, [0, 1, 2, 3]),
-                CCD_EPS
-            )
-            .is_some()
-        );
+        let crosses = |x: &[DVec3]| {
+            crossing_time(false, at4(&x0, [0, 1, 2, 3]), at4(x, [0, 1, 2, 3]), CCD_EPS).is_some()
+        };
+        assert!(crosses(&x));
         let mut boxes = SweptBoxes::default();
         let topo = SelfTopology::new(&[[1, 2, 3]], &x0);
         boxes.fill(&topo, (&x0, &x), (CCD_EPS, shift));
         let free = [false; 4];
         let r = rewind_crossings(&pairs, (&x0, shift), &mut x, &free);
         assert!(r.sent > 0 && !r.stuck);
-        assert!(
-            crossing_time(
-                false,
-                at4(&x0, [0, 1, 2, 3]),
-                at4(&x, [0, 1, 2, 3]),
-                CCD_EPS
-            )
-            .is_none()
-        );
+        assert!(!crosses(&x));
         assert!(
             boxes.nodes[0].contains(x[0] - shift),
             "left its box: {:?}",
@@ -1807,15 +1794,7 @@ mod tests {
         assert!(r.stuck);
         let r = rewind_crossings(&pairs, (&x0, DVec3::ZERO), &mut x, &fixed);
         assert!(!r.stuck);
-        assert!(
-            crossing_time(
-                false,
-                at4(&x0, [0, 1, 2, 3]),
-                at4(&x, [0, 1, 2, 3]),
-                CCD_EPS
-            )
-            .is_none()
-        );
+        assert!(!crosses(&x));
         assert!(x[0].z > 0.0, "not back on its side: {:?}", x[0]);
     }
 

@@ -536,19 +536,7 @@ fn step_group<T: HoldsCloth>(
             }
         }
         for (i, (item, ws)) in items.iter().zip(wss.iter_mut()).enumerate() {
-            let (model, x_start, _) = item.cloth().solve_parts();
-            let ws = &mut *ws;
-            lc.iterations[i].finish(
-                model,
-                &item.cloth().settings().strain_cap,
-                &mut ws.x_new,
-                &mut ws.scratch,
-                &mut Contact {
-                    pass: &mut ws.contact_pass,
-                    x_start,
-                    external: None,
-                },
-            );
+            own_last_pass(item.cloth(), &lc.iterations[i], ws);
         }
         if active {
             for (i, ws) in wss.iter().enumerate() {
@@ -573,18 +561,7 @@ fn step_group<T: HoldsCloth>(
                     ws.x_new.copy_from_slice(x);
                     lc.impact[i] = true;
                     if !again {
-                        let (model, x_start, _) = item.cloth().solve_parts();
-                        lc.iterations[i].finish(
-                            model,
-                            &item.cloth().settings().strain_cap,
-                            &mut ws.x_new,
-                            &mut ws.scratch,
-                            &mut Contact {
-                                pass: &mut ws.contact_pass,
-                                x_start,
-                                external: None,
-                            },
-                        );
+                        own_last_pass(item.cloth(), &lc.iterations[i], ws);
                         moved |= lc.positions(i) != &ws.x_new[..];
                     }
                 }
@@ -614,6 +591,23 @@ fn step_group<T: HoldsCloth>(
         *report = frame.report;
     }
     Ok(())
+}
+
+/// A cloth's own last pass of a group's substep (after its iterations `it`): its bodies and
+/// limits, with its strain cap inside ([`Iterations::finish`]).
+fn own_last_pass(cloth: &Cloth, it: &Iterations, ws: &mut Workspace) {
+    let (model, x_start, _) = cloth.solve_parts();
+    it.finish(
+        model,
+        &cloth.settings().strain_cap,
+        &mut ws.x_new,
+        &mut ws.scratch,
+        &mut Contact {
+            pass: &mut ws.contact_pass,
+            x_start,
+            external: None,
+        },
+    );
 }
 
 /// The root of `k`'s group (halving the path).
