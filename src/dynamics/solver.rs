@@ -310,6 +310,7 @@ impl Iterations {
         }
         if contact.pass.active() || contact.pass.has_limits() {
             let projection = &mut scratch.cap;
+            projection.begin();
             contact.pass.finish(
                 contact.x_start,
                 x,

@@ -944,7 +944,8 @@ impl ContactPass {
     /// than the broad phase's allowance), so that no node tunnels or stays inside. Records
     /// which nodes touch, and the forces to start the next substep from. Last, `cap`'s steps
     /// (at most `cap_steps`, each returning whether it moved anything; the strain cap), each
-    /// followed by the push-out and the limits, and the paths guarded once more.
+    /// followed by the push-out and the limits, the paths guarded once more and the limits
+    /// applied once more.
     pub fn finish(
         &mut self,
         x_start: &[DVec3],
@@ -1039,7 +1040,9 @@ impl ContactPass {
         self.guard_paths(x_start, x, free_nodes);
         // The strain cap's steps (`crate::dynamics::strain_cap`), each followed by the bodies
         // and limits, so that the cap never leaves a node inside a body or past a limit; last,
-        // the paths once more (a step may carry a node across a thin body).
+        // the paths once more (a step may carry a node across a thin body), then the limits
+        // (a node the guard sent back along its path can land past its max distance: 1.04 mm
+        // in `tests/limits.rs`'s sprinting cape once the cap's steps converged).
         let mut capped = false;
         for _ in 0..cap_steps {
             if !cap(x, &self.touched) {
@@ -1051,6 +1054,7 @@ impl ContactPass {
         }
         if capped {
             self.guard_paths(x_start, x, free_nodes);
+            self.clamp_limits(x);
         }
     }
 
