@@ -544,40 +544,35 @@ fn step_group<T: HoldsCloth>(
         // each cloth's own last pass (its strain cap, its push-out of the bodies). Skipped
         // there, two curtains pressed at 6 m/s with `max_pairs` 300 ended a substep with 46
         // crossed pairs that no later check could undo.
-        {
+        //
+        // The group's last pass moves nodes after each cloth's own (its strain cap and its
+        // push-out of the bodies): each cloth it moved has its own last pass again, then the
+        // group's again, which ends the substep uncrossed. Three curtains pressed by a limb at
+        // 6 m/s: 5.7 -> 3.0 % strain (`--gap 0.02`: 39.5 -> 3.4 %; `--gap 0.03 --height 1.5`
+        // at 10 m/s: 160 % and 33 nodes inside -> 4.5 %, none;
+        // docs/lab/2026-11-29-layers-driven.md).
+        for again in [false, true] {
             for (i, ws) in wss.iter().enumerate() {
                 lc.set_positions(i, &ws.x_new);
                 lc.hold(i, &ws.contact_pass);
             }
-            // The group's last pass moves nodes after each cloth's own (its strain cap and its
-            // push-out of the bodies): each cloth it moved has its own last pass again, then
-            // the group's again, which ends the substep uncrossed. Three curtains pressed by a
-            // limb at 6 m/s: 5.7 -> 3.0 % strain (`--gap 0.02`: 39.5 -> 3.4 %; `--gap 0.03
-            // --height 1.5` at 10 m/s: 160 % and 33 nodes inside -> 4.5 %, none;
-            // docs/lab/2026-11-29-layers-driven.md).
-            for again in [false, true] {
-                lc.finish(|i| &**items[i].cloth().model());
-                // Whether a cloth's own pass moved what the group's left (else that stands).
-                let mut moved = false;
-                for (i, (item, ws)) in items.iter().zip(wss.iter_mut()).enumerate() {
-                    let x = lc.positions(i);
-                    if x == &ws.x_new[..] {
-                        continue;
-                    }
-                    ws.x_new.copy_from_slice(x);
-                    lc.impact[i] = true;
-                    if !again {
-                        own_last_pass(item.cloth(), &lc.iterations[i], ws);
-                        moved |= lc.positions(i) != &ws.x_new[..];
-                    }
+            lc.finish(|i| &**items[i].cloth().model());
+            // Whether a cloth's own pass moved what the group's left (else that stands).
+            let mut moved = false;
+            for (i, (item, ws)) in items.iter().zip(wss.iter_mut()).enumerate() {
+                let x = lc.positions(i);
+                if x == &ws.x_new[..] {
+                    continue;
                 }
-                if !moved || again {
-                    break;
+                ws.x_new.copy_from_slice(x);
+                lc.impact[i] = true;
+                if !again {
+                    own_last_pass(item.cloth(), &lc.iterations[i], ws);
+                    moved |= lc.positions(i) != &ws.x_new[..];
                 }
-                for (i, ws) in wss.iter().enumerate() {
-                    lc.set_positions(i, &ws.x_new);
-                    lc.hold(i, &ws.contact_pass);
-                }
+            }
+            if !moved || again {
+                break;
             }
         }
         for (i, (item, ws)) in items.iter_mut().zip(wss.iter_mut()).enumerate() {
