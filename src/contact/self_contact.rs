@@ -1460,7 +1460,8 @@ impl SelfContact {
     /// (two Gauss-Seidel sweeps, weighted by inverse mass, pinned nodes fixed), then the
     /// continuous check over the nodes' actual paths from `x_start` to `x`, sending the free
     /// nodes of crossing pairs back to their start until nothing crosses. Counts in `impacts`
-    /// the pairs pushed and the nodes sent back.
+    /// the pairs pushed and the nodes sent back; returns how many it moved (pushes of pairs
+    /// and nodes sent back), 0 when it left `x` as it was.
     pub(crate) fn finish(
         &mut self,
         topo: &SelfTopology,
@@ -1468,10 +1469,12 @@ impl SelfContact {
         pinned: &[bool],
         x_start: &[DVec3],
         x: &mut [DVec3],
-    ) {
-        self.finish_pairs(masses, pinned, x);
+    ) -> usize {
+        let pushed = self.finish_pairs(masses, pinned, x);
         if self.enabled {
-            self.rewind_self(topo, pinned, x_start, x);
+            pushed + self.rewind_self(topo, pinned, x_start, x)
+        } else {
+            pushed
         }
     }
 
@@ -1487,12 +1490,17 @@ impl SelfContact {
     /// The last pass before the continuous check (the cloth's own, or a layer group's): the
     /// pushing pairs' forces kept for the next substep, then the pairs closer than the
     /// thickness pushed apart (both sides), counted in `impacts`.
-    pub(crate) fn finish_pairs(&mut self, masses: &[f64], pinned: &[bool], x: &mut [DVec3]) {
-        self.finish_pairs_held(masses, pinned, &mut [], 2, x);
+    pub(crate) fn finish_pairs(
+        &mut self,
+        masses: &[f64],
+        pinned: &[bool],
+        x: &mut [DVec3],
+    ) -> usize {
+        self.finish_pairs_held(masses, pinned, &mut [], 2, x)
     }
 
     /// [`SelfContact::finish_pairs`] with nodes held by bodies (see
-    /// [`SelfContact::push_apart_held`]).
+    /// [`SelfContact::push_apart_held`]). Returns the pushes it made.
     pub(crate) fn finish_pairs_held(
         &mut self,
         masses: &[f64],
@@ -1500,7 +1508,7 @@ impl SelfContact {
         held: &mut [DVec3],
         sweeps: usize,
         x: &mut [DVec3],
-    ) {
+    ) -> usize {
         self.warm.clear();
         self.warm.extend(
             self.pairs
@@ -1510,7 +1518,9 @@ impl SelfContact {
         );
         self.warm.sort_unstable_by_key(|w| w.0);
         self.impacts = self.pairs.iter().filter(|p| p.force > 0.0).count();
-        self.impacts += self.push_apart_held(masses, pinned, held, sweeps, x);
+        let pushes = self.push_apart_held(masses, pinned, held, sweeps, x);
+        self.impacts += pushes;
+        pushes
     }
 
     /// Keeps at most `max` pairs: those pushing already (a warm start), then the nearest
@@ -1557,7 +1567,7 @@ impl SelfContact {
         pinned: &[bool],
         x_start: &[DVec3],
         x: &mut [DVec3],
-    ) {
+    ) -> usize {
         // The continuous check over the actual paths. The broad phase of `prepare` serves when
         // every node's path stayed inside the box it was given there (then every pair of
         // features whose paths' boxes meet is among its pairs); else it runs again.
@@ -1565,6 +1575,7 @@ impl SelfContact {
             self.broad_phase(topo, x_start, x, CCD_EPS);
         }
         let mut resolved = std::mem::take(&mut self.resolved);
+        let mut sent = 0;
         for world in [false, true] {
             if world {
                 // A pin's path crossed a pair at home: the check again in the world's frame.
@@ -1574,11 +1585,13 @@ impl SelfContact {
             resolved.extend(self.raw.iter().map(|&r| (r.0, self.nodes_of(topo, r))));
             let rewind = rewind_crossings(&resolved, (x_start, self.boxes.shift), x, pinned);
             self.impacts += rewind.sent;
+            sent += rewind.sent;
             if !rewind.stuck {
                 break;
             }
         }
         self.resolved = resolved;
+        sent
     }
 }
 

@@ -63,17 +63,38 @@ pub(crate) fn substep(
     ws: &mut Workspace,
 ) -> bool {
     let finite = substep_begin(inputs, state, ws);
-    solve_substep(
+    let cap = &inputs.settings.strain_cap;
+    let it = solve_substep(
         inputs.model,
-        (inputs.settings.iterations, &inputs.settings.strain_cap),
+        (inputs.settings.iterations, cap),
         &mut ws.x_new,
         &mut ws.scratch,
-        &mut Contact {
-            pass: &mut ws.contact_pass,
-            x_start: &state.positions,
-            external: None,
-        },
+        &mut Contact::alone(&mut ws.contact_pass, &state.positions),
     );
+    // Self-contact's last pass moves nodes after the cloth's own (its strain cap, its push-out
+    // of the bodies): where it moved any, the cloth's own last pass runs again, then
+    // self-contact's again in `substep_end`, which ends the substep uncrossed (as a layer
+    // group does, `crate::engine::layering`).
+    let model = inputs.model;
+    let sc = &mut ws.contact_pass.self_contact;
+    if sc.enabled
+        && cap.is_on()
+        && sc.finish(
+            model.self_topology(),
+            &model.masses,
+            &model.pinned_mask,
+            &state.positions,
+            &mut ws.x_new,
+        ) > 0
+    {
+        it.finish(
+            model,
+            cap,
+            &mut ws.x_new,
+            &mut ws.scratch,
+            &mut Contact::alone(&mut ws.contact_pass, &state.positions),
+        );
+    }
     substep_end(inputs, state, ws, None);
     finite
 }

@@ -107,10 +107,11 @@ pub(crate) fn solve_substep(
     x: &mut [DVec3],
     scratch: &mut Scratch,
     contact: &mut Contact<'_>,
-) {
+) -> Iterations {
     let mut it = Iterations::begin(model, iterations, x, scratch);
     while it.step(model, x, scratch, contact) {}
     it.finish(model, cap, x, scratch, contact);
+    it
 }
 
 /// How a substep's solve iterates.
@@ -400,6 +401,17 @@ pub(crate) struct Contact<'a> {
     /// Per node, the forces of the cloth's layer group on it (node order; `None` outside a
     /// group), added to every global solve's right-hand side.
     pub external: Option<&'a [DVec3]>,
+}
+
+impl<'a> Contact<'a> {
+    /// A cloth's own contact, outside a layer group.
+    pub(crate) fn alone(pass: &'a mut ContactPass, x_start: &'a [DVec3]) -> Self {
+        Self {
+            pass,
+            x_start,
+            external: None,
+        }
+    }
 }
 
 /// `rhs_const[i] = load(i) - (S_FP (x_P - origin))_i` for every free node `i`.
