@@ -689,9 +689,24 @@ fn unusable_collider_meshes_are_refused() {
 /// order turns round (no dwell in this test). The budget is set from the sheets' own measured
 /// cost (`ClothLod::set_budget` after a calibration with room for all six), so the test holds on
 /// a fast machine and a loaded one alike: only a cost that tripled or halved between the
-/// calibration and the check would leave every sheet on one rung.
+/// calibration and the check would leave every sheet on one rung. That happens when the
+/// binary's other tests load two cores between the two (CI, once in many runs): the scene is
+/// then run again, up to three times, and the test fails only if every run does.
 #[test]
 fn the_camera_entity_orders_level_of_detail() {
+    let mut failures = Vec::new();
+    for _ in 0..3 {
+        match camera_orders_level_of_detail() {
+            Ok(()) => return,
+            Err(e) => failures.push(e),
+        }
+    }
+    panic!("every run failed: {failures:?}");
+}
+
+/// One run of [`the_camera_entity_orders_level_of_detail`]'s scene: `Err` with the rungs
+/// where the order did not hold.
+fn camera_orders_level_of_detail() -> Result<(), String> {
     use isocloth::SolverMethod;
     use isocloth::ecs::ClothLod;
     use isocloth::lod::{ClothBudget, Rung};
@@ -755,11 +770,9 @@ fn the_camera_entity_orders_level_of_detail() {
         app.update();
     }
     let near_first = rungs(&app);
-    assert!(near_first[0] <= near_first[5], "{near_first:?}");
-    assert!(
-        near_first.iter().any(|&r| r != near_first[0]),
-        "{near_first:?}"
-    );
+    if near_first[0] > near_first[5] || near_first.iter().all(|&r| r == near_first[0]) {
+        return Err(format!("camera at the near end: {near_first:?}"));
+    }
     app.world_mut()
         .entity_mut(camera)
         .insert(Transform::from_xyz(18.0, 1.0, 0.0));
@@ -767,11 +780,12 @@ fn the_camera_entity_orders_level_of_detail() {
         app.update();
     }
     let far_first = rungs(&app);
-    assert!(far_first[5] <= far_first[0], "{far_first:?}");
-    assert!(
-        far_first[5] < near_first[5] || far_first[0] > near_first[0],
-        "{near_first:?} -> {far_first:?}"
-    );
+    if far_first[5] > far_first[0]
+        || !(far_first[5] < near_first[5] || far_first[0] > near_first[0])
+    {
+        return Err(format!("{near_first:?} -> {far_first:?}"));
+    }
+    Ok(())
 }
 
 /// Sixteen cloth entities made from one mesh asset (each at its own place, pinned alike) build
