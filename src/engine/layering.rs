@@ -603,11 +603,7 @@ fn own_last_pass(cloth: &Cloth, it: &Iterations, ws: &mut Workspace) {
         &cloth.settings().strain_cap,
         &mut ws.x_new,
         &mut ws.scratch,
-        &mut Contact {
-            pass: &mut ws.contact_pass,
-            x_start,
-            external: None,
-        },
+        &mut Contact::alone(&mut ws.contact_pass, x_start),
     );
 }
 
