@@ -686,11 +686,11 @@ fn box_gap(edge_edge: bool, p: [DVec3; 4]) -> f64 {
     (a.min - b.max).max(b.min - a.max).max(DVec3::ZERO).length()
 }
 
-/// A lower bound on the distance between a pair's features at `p`: the distance between their
-/// planes' (a point from its triangle's plane; an edge from the plane through the other edge
-/// parallel to it), zero where that plane is not defined (a degenerate triangle, parallel
-/// edges). The features lie in those planes, so they are at least that far apart; two layers
-/// lying on each other at the thickness are ruled out by it without their closest points.
+/// A lower bound on the distance between a pair's features at `p`: the distance of one from
+/// the other's plane (a point from its triangle's plane; an edge from the plane through the
+/// other edge parallel to it), zero where that plane is not defined (a degenerate triangle,
+/// parallel edges). Two layers lying on each other at the thickness are ruled out by it
+/// without their closest points.
 fn plane_gap(edge_edge: bool, p: [DVec3; 4]) -> f64 {
     let (n, d) = if edge_edge {
         let (da, db) = (p[1] - p[0], p[3] - p[2]);
@@ -1037,8 +1037,8 @@ pub(crate) fn mean_motion(x0: &[DVec3], x1: &[DVec3]) -> DVec3 {
 /// its pairs, as a multiple of the thickness.
 pub(crate) const SLACK_THICKNESSES: f64 = 1.0;
 
-/// The most a push of the last pass moves a node of a pair, in multiples of the pair's gap
-/// ([`SelfContact::push_apart_held`]). With the nodes free and of equal mass the exact
+/// The most a push apart (the last pass's, and a layer group's headings') moves a node of a
+/// pair, in multiples of the pair's gap ([`SelfContact::push_apart_held`]). With the nodes free and of equal mass the exact
 /// projection moves none farther than three gaps (a triangle's corner by its weight over the
 /// weights' squares, at most one over the largest weight, which is at least a third; an edge's
 /// end by less than the gap); five leaves room for nodes of unequal mass. With the others
