@@ -367,34 +367,51 @@ fn a_despawned_bone_collider_leaves_the_set() {
 fn level_of_detail_shares_one_budget_by_distance() {
     use isocloth::ecs::{ClothLod, LodPriority};
     use isocloth::lod::ClothBudget;
-    let (mut world, mut schedule) = world_and_schedule();
-    // Estimates alone (no trim from measured frames, which a loaded machine would shrink).
-    let budget = ClothBudget {
-        frame_ms: 0.3,
-        min_dwell_s: 0.0,
-        trim: false,
-        ..Default::default()
+    // The costs are learned from wall time: a surge of load on the machine while the scene
+    // runs (the test binary's other tests beside it on two cores) can leave the order broken
+    // for that run, so the scene runs again, up to three times, and the test fails only if
+    // every run does (as the plugin's camera level-of-detail test).
+    let scene = || {
+        let (mut world, mut schedule) = world_and_schedule();
+        // Estimates alone (no trim from measured frames, which a loaded machine would shrink).
+        let budget = ClothBudget {
+            frame_ms: 0.3,
+            min_dwell_s: 0.0,
+            trim: false,
+            ..Default::default()
+        };
+        world.insert_resource(ClothLod::new(budget).unwrap());
+        let template = cape();
+        let capes: Vec<Entity> = (0..12)
+            .map(|k| {
+                let mut cloth = Cloth::new(template.model().clone());
+                cloth
+                    .teleport(&Pose::from_translation(DVec3::new(
+                        0.0,
+                        0.0,
+                        1.0 + k as f64,
+                    )))
+                    .unwrap();
+                world.spawn(ClothSim::new(cloth)).id()
+            })
+            .collect();
+        for _ in 0..120 {
+            schedule.run(&mut world);
+        }
+        let lod = world.resource::<ClothLod>();
+        let rungs: Vec<usize> = capes.iter().map(|&e| lod.rung_of(e).unwrap()).collect();
+        (world, schedule, capes, rungs)
     };
-    world.insert_resource(ClothLod::new(budget).unwrap());
-    let template = cape();
-    let capes: Vec<Entity> = (0..12)
-        .map(|k| {
-            let mut cloth = Cloth::new(template.model().clone());
-            cloth
-                .teleport(&Pose::from_translation(DVec3::new(
-                    0.0,
-                    0.0,
-                    1.0 + k as f64,
-                )))
-                .unwrap();
-            world.spawn(ClothSim::new(cloth)).id()
-        })
-        .collect();
-    for _ in 0..120 {
-        schedule.run(&mut world);
+    let ordered = |r: &[usize]| r.windows(2).all(|w| w[0] <= w[1]) && r[0] < r[11];
+    let mut run = scene();
+    for _ in 1..3 {
+        if ordered(&run.3) {
+            break;
+        }
+        run = scene();
     }
+    let (mut world, mut schedule, capes, rungs) = run;
     let lod = world.resource::<ClothLod>();
-    let rungs: Vec<usize> = capes.iter().map(|&e| lod.rung_of(e).unwrap()).collect();
     assert!(rungs.windows(2).all(|w| w[0] <= w[1]), "{rungs:?}");
     assert!(rungs[0] < rungs[11], "one rung for all: {rungs:?}");
     assert!(
