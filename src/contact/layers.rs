@@ -322,6 +322,8 @@ pub(crate) struct LayerContact {
     held: Vec<DVec3>,
     /// Scratch: a cloth's heading before its bodies or its layers moved it.
     before: Vec<DVec3>,
+    /// Scratch of the headings' push apart ([`LayerContact::prepare`]).
+    push_sums: crate::self_contact::PushSums,
     /// Per node: how far a body may carry it beyond its path this substep (see
     /// [`LayerContact::carry`]).
     carried: Vec<f64>,
@@ -538,13 +540,19 @@ impl LayerContact {
         for _ in 1..chain {
             self.before.clear();
             self.before.extend_from_slice(&self.x);
-            let sweeps = 1 + self.offsets.len();
+            // Each node moved by the mean of its pushes, twice the last pass's sweeps: pushed
+            // one pair after another, a middle layer's nodes, in pairs pushing them both
+            // ways, went back and forth by centimetre gaps until headings were 46 m off
+            // (three curtains 2 cm apart, 9 m/s), and the search met its bound and degraded
+            // (docs/lab/2026-11-29-layers-driven.md).
+            let sweeps = 2 * (1 + self.offsets.len());
             self.pairs.push_apart_held(
                 &self.masses,
                 &self.pinned,
                 &mut self.held,
                 sweeps,
                 &mut self.x,
+                Some(&mut self.push_sums),
             );
             let carried = self
                 .x
