@@ -706,7 +706,7 @@ fn plane_gap(edge_edge: bool, p: [DVec3; 4]) -> f64 {
     } else {
         (p[2] - p[1]).length_squared() * (p[3] - p[1]).length_squared()
     };
-    if nn <= 1e-18 * scale || nn == 0.0 {
+    if nn <= 1e-18 * scale {
         return 0.0;
     }
     // Rounded down a hair so the bound never exceeds the closest points' distance.
@@ -1038,8 +1038,8 @@ pub(crate) fn mean_motion(x0: &[DVec3], x1: &[DVec3]) -> DVec3 {
 pub(crate) const SLACK_THICKNESSES: f64 = 1.0;
 
 /// The most a push apart (the last pass's, and a layer group's headings') moves a node of a
-/// pair, in multiples of the pair's gap ([`SelfContact::push_apart_held`]). With the nodes free and of equal mass the exact
-/// projection moves none farther than three gaps (a triangle's corner by its weight over the
+/// pair, in multiples of the pair's gap ([`SelfContact::push_apart_held`]). With the nodes
+/// free and of equal mass the exact projection moves none farther than three gaps (a triangle's corner by its weight over the
 /// weights' squares, at most one over the largest weight, which is at least a third; an edge's
 /// end by less than the gap); five leaves room for nodes of unequal mass. With the others
 /// held, one corner of small weight left free moved by the gap over its weight: three
