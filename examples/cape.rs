@@ -14,7 +14,9 @@
 //! Writes a contact sheet and frames under `target/isocloth/` (shaded triangles and capsules in
 //! perspective, drawn with tiny-skia), prints a summary table, then one JSON line.
 //!
-//! Run: `cargo run --release --example cape [-- --limits] [--reference 32x20]`. JSON figures:
+//! Run: `cargo run --release --example cape [-- --limits] [--reference [PRESET]]` (alone,
+//! `--reference` is the converged inextensible cloth, `presets/reference.ron`, drawn in
+//! blue-grey on the contact sheet and frames beside the demo's cape). JSON figures:
 //! `max_strain`, `mean_strain`, `max_penetration_m`, `nodes_inside_body` (the most cape nodes
 //! inside any body at the end of a tick, over the run), `step_ms_median`, `step_ms_p99`, the
 //! run's settings, and with `--reference` the trajectory error (`trajectory_error`, the worst
@@ -70,12 +72,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     while k < args.len() {
         match (args[k].as_str(), args.get(k + 1)) {
             ("--limits", _) => limits = true,
-            ("--reference", Some(rung)) => {
+            ("--reference", Some(rung)) if !rung.starts_with("--") => {
                 reference = Some(preset_arg::preset_named(rung)?);
                 k += 1;
             }
+            // Alone, the converged inextensible cloth (`presets/reference.ron`).
+            ("--reference", _) => reference = Some(preset_arg::preset_named("reference")?),
             (other, _) => {
-                eprintln!("error: unknown argument `{other}` (options: --limits, --reference SxI)");
+                eprintln!(
+                    "error: unknown argument `{other}` (options: --limits, --reference [PRESET])"
+                );
                 std::process::exit(1);
             }
         }
@@ -157,17 +163,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let bodies = scene.bodies();
             let target = scene.camera_target();
             let (position, heading) = (scene.walker.position, scene.walker.heading);
+            // With `--reference`, the converged cape is drawn too, in blue-grey: where the two
+            // part, the demo's red cape shows beside it.
+            let reference_mesh = converged.as_ref().map(|c| c.mesh());
             let draw = |w: u32, h: u32| {
                 let cam = Camera::following(target, heading, w, h);
-                render::render(
-                    &cam,
-                    &mesh.positions,
-                    &mesh.indices,
-                    &bodies,
-                    &style(position),
-                    w,
-                    h,
-                )
+                let mut cloths = Vec::new();
+                if let Some(r) = reference_mesh {
+                    cloths.push(render::ClothDraw {
+                        positions: &r.positions,
+                        indices: &r.indices,
+                        tint: Some((0.55, 0.63, 0.78)),
+                    });
+                }
+                cloths.push(render::ClothDraw {
+                    positions: &mesh.positions,
+                    indices: &mesh.indices,
+                    tint: None,
+                });
+                render::render_cloths(&cam, &cloths, None, &bodies, &style(position), w, h)
             };
             if first_of_tile {
                 sheet_tiles.push(draw(tile_w, tile_h));

@@ -92,6 +92,7 @@ fn parse_rungs(v: &str) -> Result<Vec<Candidate>, Box<dyn Error>> {
                 substeps: s,
                 iterations: i,
                 method: SolverMethod::default(),
+                weights: Default::default(),
             })
         })
         .collect()
@@ -131,6 +132,7 @@ fn parse_args(args: &[String]) -> Result<Args, Box<dyn Error>> {
                     substeps: p.substeps,
                     iterations: p.iterations,
                     method: p.method,
+                    weights: p.weights,
                 });
             }
             "--no-family" => a.family = false,
@@ -143,6 +145,7 @@ fn parse_args(args: &[String]) -> Result<Args, Box<dyn Error>> {
                             substeps: p.substeps,
                             iterations: p.iterations,
                             method: p.method,
+                            weights: p.weights,
                         })
                     }
                 }
@@ -222,6 +225,7 @@ fn run_member(sc: &Scene, m: usize, c: &Candidate) -> Result<Run, String> {
             iterations: c.iterations,
             method: c.method,
             strain_cap: Default::default(),
+            weights: c.weights,
         })
         .map_err(|e| e.to_string())?;
     let (_, _, sum) = loaded.run(None).map_err(|e| e.to_string())?;

@@ -8,13 +8,15 @@
 //! Optionally writes one OBJ per frame (a layered cloth's as `NAME_layerK_FRAME.obj`).
 //!
 //! Run: `cargo run --release --example scenario -- scenarios/banner.ron [--obj DIR]
-//! [--preset mobile|console|desktop|SxI|PRESET.ron] [--reference 32x20 [--window-frames N]
+//! [--preset mobile|console|desktop|SxI|PRESET.ron] [--reference [PRESET] [--window-frames N]
 //! [--reference-obj DIR] [--spread]]`.
 //!
 //! - `--preset` runs the scenario at that budget instead of the file's (`SxI`: S substeps x I
 //!   iterations of the accelerated local-global map).
-//! - `--reference` runs it again at a converged budget (`32x20` is the one the crate's figures
-//!   use) and reports the **trajectory error** (docs/design.md section 6): the worst distance
+//! - `--reference` runs it again at a converged budget (alone, or `--reference reference`: the
+//!   converged inextensible cloth, `presets/reference.ron`, 32 x 20 at the stiff weights, the
+//!   one the crate's figures use; `32x20` would be 32 x 20 at the default soft weights) and
+//!   reports the **trajectory error** (docs/design.md section 6): the worst distance
 //!   between the two runs' centres of mass over the cloth's size (`trajectory_error`), the frame
 //!   where it is worst (`trajectory_error_frame`), its mean (`trajectory_error_mean`) and the
 //!   frames it was taken over (`trajectory_window_frames`; every frame, or the first
@@ -69,7 +71,7 @@ fn main() {
 /// (`tests/scenario_mutations.rs` runs it on mutated files.)
 pub fn runner(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 {
     let usage = "usage: scenario FILE.ron [--obj DIR] [--preset mobile|console|desktop|SxI|PRESET.ron] \
-[--reference PRESET] [--window-frames N] [--reference-obj DIR] [--spread]";
+[--reference [PRESET]] [--window-frames N] [--reference-obj DIR] [--spread]";
     let (mut file, mut obj, mut preset) = (None, None, None);
     let (mut reference, mut window, mut reference_obj, mut spread) = (None, None, None, false);
     let mut it = args.iter();
@@ -83,10 +85,12 @@ pub fn runner(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 
                 preset = Some(v.clone());
                 it.next();
             }
-            ("--reference", Some(v)) => {
+            ("--reference", Some(v)) if !v.starts_with("--") => {
                 reference = Some(v.clone());
                 it.next();
             }
+            // Alone, the converged inextensible cloth (`presets/reference.ron`).
+            ("--reference", _) => reference = Some("reference".into()),
             ("--reference-obj", Some(v)) => {
                 reference_obj = Some(PathBuf::from(v));
                 it.next();

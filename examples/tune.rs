@@ -1,8 +1,10 @@
-//! Picks a solver budget for a platform from your own scenario file (about 3 minutes for the cape, more with checks).
+//! Picks a solver budget and weights for a platform from your own scenario file (about 9 minutes for the cape, more with checks; 3 with `--weights default`).
 //!
 //! Picks a solver budget for a platform from the user's own scenario: runs the scenario file (the
-//! scenario runner's format) at each candidate of [`isocloth::tuning::ladder`] (1 to 4 substeps
-//! x 1 to 10 iterations of the accelerated local-global map) and at a converged reference, and chooses the
+//! scenario runner's format) at each candidate of [`isocloth::tuning::ladder_with_weights`] (1 to
+//! 4 substeps x 1 to 10 iterations of the accelerated local-global map, each at the three weights
+//! of [`isocloth::tuning::TUNED_WEIGHTS`]) and at a converged reference (Newton's method at the
+//! stiff weights: the converged inextensible cloth), and chooses the
 //! candidate that fits the frame budget by the documented rule ([`isocloth::tuning`]: no
 //! rollback, no layer crossing, max strain, penetration and trajectory error within bounds, then least
 //! trajectory error). A scenario with `layers` is timed and judged with every cloth: the frame
@@ -10,7 +12,7 @@
 //!
 //! Run: `cargo run --release --example tune -- SCENARIO.ron --ms 0.5 [--check CHECK.ron ...]
 //! [--speed 0.35] [--out preset.ron] [--name NAME] [--fit median|p99] [--max-strain 0.1]
-//! [--max-penetration-mm 1] [--max-trajectory-error 0.08] [--frames N] [--timing-frames N] [--no-family]`, or `... --example tune --
+//! [--max-penetration-mm 1] [--max-trajectory-error 0.08] [--frames N] [--timing-frames N] [--no-family] [--weights all|default]`, or `... --example tune --
 //! --calibrate`.
 //!
 //! - `--ms`: the frame budget for one cloth on the device (ms).
@@ -36,6 +38,7 @@
 //!   (default 0.1), `--max-penetration-mm` (default 1) and `--max-trajectory-error` (default
 //!   0.08 of the cloth's size, over the reference's converged window) are the rule's bounds: a
 //!   candidate holds only where strain and trajectory error both hold.
+//! - `--weights default`: try the default weights only (32 candidates; default `all`, 96).
 //! - `--frames`: run at most this many frames of the scenario; `--timing-frames`: frames timed per
 //!   candidate (default 300).
 //!
@@ -82,10 +85,13 @@ struct Args {
     family: bool,
     calibrate: bool,
     checks: Vec<PathBuf>,
+    /// Search the weights too ([`tuning::ladder_with_weights`]), or the default weights only.
+    all_weights: bool,
 }
 
 const USAGE: &str = "usage: tune SCENARIO.ron --ms BUDGET [--check SCENARIO.ron ...] [--speed F] [--out FILE] [--name NAME] \
-[--fit median|p99] [--max-strain F] [--max-penetration-mm F] [--max-trajectory-error F] [--frames N] [--timing-frames N] [--no-family] | tune --calibrate";
+[--fit median|p99] [--max-strain F] [--max-penetration-mm F] [--max-trajectory-error F] [--frames N] [--timing-frames N] [--no-family] \
+[--weights all|default] | tune --calibrate";
 
 fn parse_args(args: &[String]) -> Result<Args, Box<dyn Error>> {
     let mut a = Args {
@@ -100,6 +106,7 @@ fn parse_args(args: &[String]) -> Result<Args, Box<dyn Error>> {
         family: true,
         calibrate: false,
         checks: Vec::new(),
+        all_weights: true,
     };
     let mut it = args.iter().cloned();
     while let Some(arg) = it.next() {
@@ -146,6 +153,13 @@ fn parse_args(args: &[String]) -> Result<Args, Box<dyn Error>> {
             "--calibrate" => a.calibrate = true,
             "--check" => a.checks.push(value()?.into()),
             "--no-family" => a.family = false,
+            "--weights" => {
+                a.all_weights = match value()?.as_str() {
+                    "all" => true,
+                    "default" => false,
+                    v => return Err(format!("--weights: {v:?} is not all or default").into()),
+                }
+            }
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -212,6 +226,7 @@ fn preset(c: &Candidate, name: &str) -> BudgetPreset {
         iterations: c.iterations,
         method: c.method,
         strain_cap: Default::default(),
+        weights: c.weights,
     }
 }
 
@@ -338,7 +353,11 @@ fn run(args: &[String]) -> Result<(), Box<dyn Error>> {
         .frames
         .map_or(first.frames(), |f| f.min(first.frames()));
     drop(first);
-    let ladder = tuning::ladder();
+    let ladder = if args.all_weights {
+        tuning::ladder_with_weights()
+    } else {
+        tuning::ladder()
+    };
     println!(
         "tune {}: scenario \"{name}\", {frames} frames, cloth size {size:.2} m; budget {budget} ms \
          at device speed {}; {} candidates",

@@ -224,10 +224,7 @@ impl Cloth {
     pub fn set_settings(&mut self, settings: SolverSettings) -> Result<(), ClothError> {
         settings.validate()?;
         let m = &self.model.settings;
-        if settings.substep() != m.substep()
-            || settings.integrator != m.integrator
-            || settings.method != m.method
-        {
+        if !settings.factors_like(m) {
             let new_step = settings.substep() != m.substep();
             self.model = self.model.with_settings(settings)?;
             self.contact_response.clear();
@@ -266,14 +263,11 @@ impl Cloth {
                     .into(),
             });
         }
-        let m = &model.settings;
-        if settings.substep() != m.substep()
-            || settings.integrator != m.integrator
-            || settings.method != m.method
-        {
+        if !settings.factors_like(&model.settings) {
             return Err(ClothError::InvalidSetting {
                 name: "settings",
-                reason: "the model was factored for another substep, integrator or method".into(),
+                reason: "the model was factored for another substep, integrator, method or weights"
+                    .into(),
             });
         }
         if !Arc::ptr_eq(&model, &self.model) {

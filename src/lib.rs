@@ -74,7 +74,7 @@ pub use collision::{
     BodyExclusions, ColliderError, ColliderId, ColliderSet, ColliderShape, CollisionGroups,
     ContactForce, ContactSettings, ConvexHull, GroupError, HeightField, Pose, TriangleMesh,
 };
-pub use energy::{BendingRest, Material};
+pub use energy::{BendingRest, Material, SolverWeights};
 pub use equilibrium::RelaxReport;
 pub use error::{ClothError, MeshError, ObjError, PolygonError, RonError};
 pub use glam;

@@ -137,6 +137,7 @@ mod checks {
         crate::LimitSettings,
         crate::SelfCollisionSettings,
         crate::LayerSettings,
-        crate::StrainCap
+        crate::StrainCap,
+        crate::SolverWeights
     );
 }

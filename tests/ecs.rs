@@ -79,7 +79,8 @@ fn per_entity_override_replaces_the_global_config() {
     assert_eq!(it(fancy), 40);
 }
 
-/// Presets load from RON, and bad RON or an absurd budget is a typed error, not a panic.
+/// Presets load from RON, and bad RON or an absurd budget is a typed error, not a panic. The
+/// shipped files are the presets the crate's constructors build, weights included.
 #[test]
 fn budget_presets_load_from_ron() {
     let p = BudgetPreset::from_ron(
@@ -89,12 +90,17 @@ fn budget_presets_load_from_ron() {
     assert_eq!((p.substeps, p.iterations), (3, 4));
     assert!(BudgetPreset::from_ron("(substeps: ").is_err());
     assert!(BudgetPreset::from_ron("(substeps: 0)").is_err());
-    for file in ["mobile", "console", "desktop"] {
+    for (file, built) in [
+        ("mobile", BudgetPreset::mobile()),
+        ("console", BudgetPreset::console()),
+        ("desktop", BudgetPreset::desktop()),
+        ("reference", BudgetPreset::reference()),
+    ] {
         let text =
             std::fs::read_to_string(format!("{}/presets/{file}.ron", env!("CARGO_MANIFEST_DIR")))
                 .unwrap();
         let p = BudgetPreset::from_ron(&text).unwrap();
-        assert_eq!(p.name, file);
+        assert_eq!(p, built, "presets/{file}.ron");
     }
 }
 

@@ -7,10 +7,11 @@
 mod common;
 
 use common::released_two_pin_square_strain;
-use isocloth::Material;
+use isocloth::{Material, SolverWeights};
 
-/// From silk (k_b = 1e-6) through the default (1e-4) to leather (1e-2), the falling, swinging
-/// two-pin square keeps its worst mean strain under the 0.1 % target at the default budget
+/// At the stiff weights ([`SolverWeights::STIFF`], the default until the weights became the
+/// solver's), from silk (k_b = 1e-6) through the default (1e-4) to leather (1e-2), the falling,
+/// swinging two-pin square keeps its worst mean strain under the 0.1 % target at the default budget
 /// (measured 0.068 / 0.072 / 0.088 %) and its worst max strain within 1.1 % (measured 1.006 /
 /// 1.005 / 1.057 %). The 1 % max-strain target is missed by a hair since the default moved
 /// from L-BFGS (0.67 / 0.67 / 0.62 %, at 1.3x the accelerated map's frame in free motion:
@@ -24,7 +25,7 @@ fn two_pin_square_stays_inextensible_at_the_default_budget_from_silk_to_leather(
             bending_stiffness: kb,
             ..Default::default()
         };
-        let (max, mean) = released_two_pin_square_strain(12, material);
+        let (max, mean) = released_two_pin_square_strain(12, material, SolverWeights::STIFF);
         assert!(max < 0.011, "k_b {kb}: max strain {max}");
         assert!(mean < 0.001, "k_b {kb}: mean strain {mean}");
     }

@@ -13,7 +13,7 @@ use isocloth::load;
 use isocloth::rig::Animation;
 use isocloth::{
     Aerodynamics, AttachmentSettings, BaseMesh, ContactSettings, Influence, Material,
-    SolverSettings,
+    SolverSettings, SolverWeights,
 };
 
 fn root() -> PathBuf {
@@ -88,10 +88,14 @@ fn files() -> Vec<(&'static str, String, Loader)> {
             strict::<AttachmentSettings>,
         ),
         (
-            "material (constraint weights)",
-            "(density: 0.2, stretch_stiffness: 1e5, bending_stiffness: 1e-4,\n conformity_ratio: 1e3, bending_rest: Curved, render_edge_stiffness: 3e4)"
-                .into(),
+            "material",
+            "(density: 0.2, bending_stiffness: 1e-4,\n bending_rest: Curved)".into(),
             strict::<Material>,
+        ),
+        (
+            "solver weights",
+            "(isometry: 3e3, conformity_ratio: 1e3,\n render_edge: 1e3)".into(),
+            strict::<SolverWeights>,
         ),
         (
             "solver settings",
@@ -187,6 +191,7 @@ const EVERY_STRUCT: &[&str] = &[
     "AttachmentSettings",
     "Material",
     "SolverSettings",
+    "SolverWeights",
     // Meshes and skinning data.
     "BaseMesh",
     "Influence",
@@ -354,4 +359,41 @@ fn a_removed_method_is_refused_by_name() {
         text.contains("Lbfgs") && text.contains("Anderson"),
         "{text}"
     );
+}
+
+/// A material that still names one of the weights that became the solver's is refused, and
+/// the error says where the weight went (`weights: (isometry: ...)` in the preset), not only
+/// that the field is unknown.
+#[test]
+fn a_material_naming_an_old_weight_says_where_it_went() {
+    for (old, new) in [
+        ("stretch_stiffness", "isometry"),
+        ("conformity_ratio", "conformity_ratio"),
+        ("render_edge_stiffness", "render_edge"),
+    ] {
+        let err = strict::<Material>(&format!("(density: 0.3, {old}: 1e4)")).unwrap_err();
+        assert!(
+            err.contains(old) && err.contains(&format!("weights: ({new}:")),
+            "{old}: {err}"
+        );
+    }
+}
+
+/// A cloth given other weights steps on a model factored for them (the weights live in the
+/// factored matrix), and `set_model` refuses a model factored for other weights.
+#[test]
+fn other_weights_refactor_and_a_model_for_other_weights_is_refused() {
+    let mesh = isocloth::ClothMesh::new(&BaseMesh::rectangle(0.2, 0.2, 2, 2).unwrap()).unwrap();
+    let mut cloth =
+        isocloth::Cloth::from_mesh(mesh, Material::default(), &[], SolverSettings::default())
+            .unwrap();
+    let stiff = cloth.model().clone();
+    let soft = SolverSettings {
+        weights: SolverWeights::SOFT,
+        ..SolverSettings::default()
+    };
+    cloth.set_settings(soft).unwrap();
+    assert_eq!(cloth.model().settings().weights, SolverWeights::SOFT);
+    assert!(!std::sync::Arc::ptr_eq(cloth.model(), &stiff));
+    assert!(cloth.set_model(stiff, soft).is_err());
 }

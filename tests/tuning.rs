@@ -43,6 +43,7 @@ fn record(c: &Candidate) -> RunRecord {
         iterations: c.iterations,
         method: c.method,
         strain_cap: Default::default(),
+        weights: c.weights,
     })
     .unwrap();
     let (_, _, sum) = s.run(None).unwrap();
@@ -55,6 +56,7 @@ fn fig(ms: f64, strain: f64, error: f64, rollbacks: u64) -> Figures {
         substeps: 1,
         iterations: 1,
         method: SolverMethod::LocalGlobal,
+        weights: Default::default(),
     };
     let reference = Reference {
         centre_of_mass: vec![DVec3::ZERO],
@@ -77,6 +79,7 @@ fn quality_runs_are_deterministic() {
         substeps: 2,
         iterations: 3,
         method: SolverMethod::Anderson { history: 5 },
+        weights: Default::default(),
     };
     assert_eq!(record(&c), record(&c));
 }
@@ -138,8 +141,14 @@ fn chosen_candidate_fits_and_is_not_dominated_and_its_preset_round_trips() {
     let p = BudgetPreset::from_ron(&ron).unwrap();
     let c = chosen.candidate();
     assert_eq!(
-        (p.name.as_str(), p.substeps, p.iterations, p.method),
-        ("handheld", c.substeps, c.iterations, c.method)
+        (
+            p.name.as_str(),
+            p.substeps,
+            p.iterations,
+            p.method,
+            p.weights
+        ),
+        ("handheld", c.substeps, c.iterations, c.method, c.weights)
     );
 }
 

@@ -5,9 +5,11 @@ use isocloth::SolverMethod;
 use isocloth::ecs::BudgetPreset;
 use isocloth::model::SolverSettings;
 
-/// `mobile`, `console` or `desktop`; `SxI` (`32x20`: S substeps x I iterations of the
-/// accelerated local-global map, Anderson history 5, as the tuner's ladder); else `name` read as
-/// a preset file (RON).
+/// `mobile`, `console`, `desktop`, `console-soft` (the console's budget at
+/// `SolverWeights::SOFT`) or `reference` (the converged inextensible cloth,
+/// `presets/reference.ron`); `SxI` (`8x10`: S substeps x I iterations of the accelerated
+/// local-global map, Anderson history 5, at the default weights, as the tuner's ladder); else
+/// `name` read as a preset file (RON).
 pub fn preset_named(name: &str) -> Result<BudgetPreset, String> {
     if let Some((substeps, iterations)) = rung_of(name) {
         if !(1..=SolverSettings::MAX_SUBSTEPS).contains(&substeps)
@@ -25,15 +27,22 @@ pub fn preset_named(name: &str) -> Result<BudgetPreset, String> {
             iterations,
             method: SolverMethod::Anderson { history: 5 },
             strain_cap: Default::default(),
+            weights: Default::default(),
         });
     }
     match name {
         "mobile" => Ok(BudgetPreset::mobile()),
         "console" => Ok(BudgetPreset::console()),
         "desktop" => Ok(BudgetPreset::desktop()),
+        "reference" => Ok(BudgetPreset::reference()),
+        "console-soft" => Ok(BudgetPreset {
+            name: "console-soft".into(),
+            weights: isocloth::SolverWeights::SOFT,
+            ..BudgetPreset::console()
+        }),
         file => {
             let text = std::fs::read_to_string(file).map_err(|e| {
-                format!("--preset {file:?}: not mobile, console, desktop or SxI, and not a readable preset file ({e})")
+                format!("--preset {file:?}: not mobile, console, desktop, console-soft, reference or SxI, and not a readable preset file ({e})")
             })?;
             BudgetPreset::from_ron(&text).map_err(|e| format!("{file}: {e}"))
         }

@@ -97,6 +97,7 @@ enum Shape {
 /// Draws one frame: ground grid, bodies and the cloth (render positions and triangle indices),
 /// far to near; then, if asked, the bodies' outlines on top. Planes among `bodies` are not
 /// drawn (use a ground grid).
+#[allow(dead_code)]
 pub fn render(
     cam: &Camera,
     positions: &[Vec3],

@@ -4,8 +4,8 @@
 //! nodes and the system matrix is one scalar `n x n` matrix shared by x, y and z.
 //!
 //! * **isometry** (`RigidElements`): each red (middle) triangle's deformation gradient `F`
-//!   (3x2) is projected onto the nearest rotation of its rest shape; weight `stretch_stiffness x
-//!   rest area`.
+//!   (3x2) is projected onto the nearest rotation of its rest shape; weight `SolverWeights::isometry
+//!   x rest area`.
 //! * **conformity and boundary** (`LinearRows`): black node = mean of the corners its triangles
 //!   extrapolate (Wang 2012, eq. 3.3); boundary triangles meeting at a vertex extrapolate the same
 //!   corner (eq. 3.4). Linear with target 0, so they live entirely in the matrix.
@@ -32,43 +32,99 @@ pub enum BendingRest {
     Curved,
 }
 
-/// Physical parameters of a fabric. All fields have documented defaults ([`Material::default`]).
+/// What a fabric is: its density and bending (the cloth's physics, whatever the budget). All
+/// fields have documented defaults ([`Material::default`]).
+///
+/// How far a cloth may stretch is the strain cap's tolerance ([`crate::StrainCap::tolerance`]),
+/// and the weights the solver converges with are the preset's ([`SolverWeights`], in
+/// [`crate::SolverSettings::weights`]): a material file that still names `stretch_stiffness`,
+/// `conformity_ratio` or `render_edge_stiffness` is refused with an error saying where they went.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(try_from = "MaterialFile")]
 pub struct Material {
     /// Surface density in kg/m^2. Default `0.2` (a medium cotton).
     pub density: f64,
-    /// Isometry weight `W` in N/m: how hard each red triangle resists leaving its rest shape.
-    /// Default `1e5`. Higher is less stretchy but needs more iterations to converge.
-    pub stretch_stiffness: f64,
     /// Bending stiffness `k_b` in N*m (joules). Default `1e-4`; silk is around `1e-6`, leather
     /// around `1e-2`.
     pub bending_stiffness: f64,
-    /// Weight of the linear conformity and boundary constraints, as a multiple of
-    /// `stretch_stiffness`. They are met by every global solve to within about
-    /// `1 / conformity_ratio` of the isometry mismatch. Default `1e3`.
-    pub conformity_ratio: f64,
     /// Rest state of the bending energy. Default [`BendingRest::Flat`].
     pub bending_rest: BendingRest,
-    /// Stiffness in N/m of the render-edge term: soft rest-length springs on the black-to-red
-    /// edges of the render mesh. They hold the rendered cloth together where red triangles
-    /// twist against each other (mesh-scale crumples that weak bending lets through) and cost
-    /// nothing to first order in smooth bending. They are deliberately independent of
-    /// `stretch_stiffness`: raising the isometry weight must not stiffen the cloth (no locking).
-    /// `0` turns them off. Default `3e4`.
-    pub render_edge_stiffness: f64,
 }
 
 impl Default for Material {
     fn default() -> Self {
         Self {
             density: 0.2,
-            stretch_stiffness: 1e5,
             bending_stiffness: 1e-4,
-            conformity_ratio: 1e3,
             bending_rest: BendingRest::Flat,
-            render_edge_stiffness: 3e4,
         }
+    }
+}
+
+/// A material as files write it: the fields of [`Material`], and the three weights that were
+/// material fields before they became the solver's, read only to be refused with a pointer to
+/// their new place.
+#[derive(Deserialize)]
+#[serde(rename = "Material", default, deny_unknown_fields)]
+struct MaterialFile {
+    density: f64,
+    bending_stiffness: f64,
+    bending_rest: BendingRest,
+    stretch_stiffness: Named,
+    conformity_ratio: Named,
+    render_edge_stiffness: Named,
+}
+
+/// Whether a file named a field, whatever value it gave it (the value is skipped).
+#[derive(Default, Clone, Copy)]
+struct Named(bool);
+
+impl<'de> Deserialize<'de> for Named {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        serde::de::IgnoredAny::deserialize(d)?;
+        Ok(Named(true))
+    }
+}
+
+impl Default for MaterialFile {
+    fn default() -> Self {
+        let m = Material::default();
+        Self {
+            density: m.density,
+            bending_stiffness: m.bending_stiffness,
+            bending_rest: m.bending_rest,
+            stretch_stiffness: Named(false),
+            conformity_ratio: Named(false),
+            render_edge_stiffness: Named(false),
+        }
+    }
+}
+
+impl TryFrom<MaterialFile> for Material {
+    type Error = String;
+
+    fn try_from(f: MaterialFile) -> Result<Self, String> {
+        let moved = [
+            ("stretch_stiffness", f.stretch_stiffness, "isometry"),
+            ("conformity_ratio", f.conformity_ratio, "conformity_ratio"),
+            (
+                "render_edge_stiffness",
+                f.render_edge_stiffness,
+                "render_edge",
+            ),
+        ];
+        if let Some((old, _, new)) = moved.iter().find(|m| m.1.0) {
+            return Err(format!(
+                "`{old}` is no longer a material setting: the solver's weights are the preset's, \
+                 `weights: ({new}: ...)` in the budget preset (SolverWeights); how far the cloth \
+                 may stretch is `strain_cap: (tolerance: ...)`"
+            ));
+        }
+        Ok(Self {
+            density: f.density,
+            bending_stiffness: f.bending_stiffness,
+            bending_rest: f.bending_rest,
+        })
     }
 }
 
@@ -76,22 +132,84 @@ impl Material {
     /// Checks every field for a finite, physically meaningful value.
     pub fn validate(&self) -> Result<(), ClothError> {
         positive("density", self.density)?;
-        positive("stretch_stiffness", self.stretch_stiffness)?;
-        non_negative("bending_stiffness", self.bending_stiffness)?;
-        positive("conformity_ratio", self.conformity_ratio)?;
-        non_negative("render_edge_stiffness", self.render_edge_stiffness)?;
+        non_negative("bending_stiffness", self.bending_stiffness)
+    }
+}
+
+/// The weights the local-global iterations converge with: a solver setting, chosen per budget
+/// for motion, not a property of the fabric. All fields have documented defaults
+/// ([`SolverWeights::default`], the shipped presets' weights, equal to [`SolverWeights::STIFF`]).
+///
+/// The converged cloth hardly depends on them (the converged runs at [`SolverWeights::SOFT`] and
+/// at the stiff defaults move within 0.3-3.5 % of the cloth's size of each other on the repo's
+/// banner, cape and tablecloth), but a budgeted run does: stiff weights converge slowly, and an
+/// unconverged step acts as extra stiffness and damping (at the console's budget the banner
+/// stands out in the wind, the tablecloth stays flat on its ball). Soft weights converge in the
+/// budget and move like the converged stiff cloth, but stretch more where the strain cap cannot
+/// undo it within its steps: a cape whose pins are jerked 15 cm in one frame ends at 87 %
+/// strain at the soft weights against 4.5 % at the stiff ones (docs/lab/2026-12-02-weights.md).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SolverWeights {
+    /// Isometry weight `W` in N/m: how hard each red triangle is pulled to its rest shape,
+    /// times its rest area. Default `1e5`.
+    pub isometry: f64,
+    /// Weight of the linear conformity and boundary constraints, as a multiple of `isometry`.
+    /// They are met by every global solve to within about `1 / conformity_ratio` of the
+    /// isometry mismatch. Default `1e3`.
+    pub conformity_ratio: f64,
+    /// Stiffness in N/m of the render-edge term: soft rest-length springs on the black-to-red
+    /// edges of the render mesh. They hold the rendered cloth together where red triangles
+    /// twist against each other (mesh-scale crumples that weak bending lets through) and cost
+    /// nothing to first order in smooth bending. Independent of `isometry`: raising the
+    /// isometry weight must not stiffen the cloth (no locking). `0` turns them off. Default
+    /// `3e4`.
+    pub render_edge: f64,
+}
+
+impl Default for SolverWeights {
+    fn default() -> Self {
+        Self::STIFF
+    }
+}
+
+impl SolverWeights {
+    /// The stiff weights (isometry `1e5`, conformity `1e3` x, render edges `3e4`): the default,
+    /// and the converged reference's (`presets/reference.ron`, 32 substeps x 20 iterations),
+    /// the inextensible cloth every preset is measured against.
+    pub const STIFF: SolverWeights = SolverWeights {
+        isometry: 1e5,
+        conformity_ratio: 1e3,
+        render_edge: 3e4,
+    };
+
+    /// The soft weights (isometry `3e3`, conformity `1e3` x, render edges `1e3`): at the
+    /// console's budget they move within 1.3-7.9 % of the converged stiff cloth where the stiff
+    /// weights are 13-27 % off, but a whipped cape ends at 87 % strain (the cap cannot bring it
+    /// back within its steps) and the running cape at 4.2 %. An opt-in until the strain cap
+    /// holds them (docs/lab/2026-12-02-weights.md).
+    pub const SOFT: SolverWeights = SolverWeights {
+        isometry: 3e3,
+        conformity_ratio: 1e3,
+        render_edge: 1e3,
+    };
+
+    /// Checks every weight for a finite value in the range the factorisation supports.
+    pub fn validate(&self) -> Result<(), ClothError> {
+        positive("weights.isometry", self.isometry)?;
+        positive("weights.conformity_ratio", self.conformity_ratio)?;
+        non_negative("weights.render_edge", self.render_edge)?;
         // Beyond these the matrix's condition number leaves f64 (about 1e16) little to work with.
-        if self.render_edge_stiffness > 1e12 {
+        if self.render_edge > 1e12 {
             return Err(ClothError::InvalidSetting {
-                name: "render_edge_stiffness",
-                reason: "render_edge_stiffness <= 1e12 is supported".into(),
+                name: "weights.render_edge",
+                reason: format!("at most 1e12 is supported, got {}", self.render_edge),
             });
         }
-        if self.stretch_stiffness > 1e12 || self.conformity_ratio > 1e8 {
+        if self.isometry > 1e12 || self.conformity_ratio > 1e8 {
             return Err(ClothError::InvalidSetting {
-                name: "stretch_stiffness",
-                reason: "stretch_stiffness <= 1e12 and conformity_ratio <= 1e8 are supported"
-                    .into(),
+                name: "weights.isometry",
+                reason: "isometry <= 1e12 and conformity_ratio <= 1e8 are supported".into(),
             });
         }
         Ok(())
@@ -178,7 +296,7 @@ pub(crate) struct RigidElements {
     pub nodes: Vec<[u32; 3]>,
     /// Gradient operator: `F = sum_j x_j grad[j]^T` (3x2).
     pub grad: Vec<[DVec2; 3]>,
-    /// `stretch_stiffness x rest area`.
+    /// `SolverWeights::isometry x rest area`.
     pub weight: Vec<f64>,
     /// Rest edge lengths `[|x1-x0|, |x2-x1|, |x0-x2|]` for the isometry residual.
     pub rest_lengths: Vec<[f64; 3]>,
@@ -189,7 +307,7 @@ pub(crate) struct RigidElements {
 pub(crate) struct SpringElements {
     pub nodes: Vec<[u32; 2]>,
     pub rest: Vec<f64>,
-    /// `render_edge_stiffness x (area served) / rest^2`.
+    /// `SolverWeights::render_edge x (area served) / rest^2`.
     pub weight: Vec<f64>,
 }
 
@@ -356,10 +474,10 @@ pub(crate) struct Terms {
 }
 
 impl Terms {
-    pub fn new(mesh: &ClothMesh, material: &Material) -> Self {
-        let rigid = rigid_elements(mesh, material.stretch_stiffness);
-        let springs = render_springs(mesh, material.render_edge_stiffness);
-        let linear = linear_rows(mesh, material.stretch_stiffness * material.conformity_ratio);
+    pub fn new(mesh: &ClothMesh, material: &Material, weights: &SolverWeights) -> Self {
+        let rigid = rigid_elements(mesh, weights.isometry);
+        let springs = render_springs(mesh, weights.render_edge);
+        let linear = linear_rows(mesh, weights.isometry * weights.conformity_ratio);
         let bending = bending_rows(mesh, material);
         let mut terms = Self {
             rigid,

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use glam::DVec3;
 use serde::{Deserialize, Serialize};
 
-use crate::energy::{Material, Terms};
+use crate::energy::{Material, SolverWeights, Terms};
 use crate::error::ClothError;
 use crate::error::positive;
 use crate::factor::{ModelFactor, SymbolicFactor};
@@ -86,6 +86,12 @@ pub struct SolverSettings {
     /// [`StrainCap::default`]: 3 %, at most 16 projection steps of 20 conjugate-gradient
     /// iterations; [`StrainCap::OFF`] steps exactly as without one.
     pub strain_cap: StrainCap,
+    /// The weights the iterations converge with ([`SolverWeights`]; they are in the factored
+    /// matrix, so another set refactors). Default [`SolverWeights::default`] (the stiff weights,
+    /// isometry `1e5`, render edges `3e4`), the shipped presets' and the converged reference's;
+    /// [`SolverWeights::SOFT`] moves like the converged cloth at a game's budget but stretches
+    /// more where the strain cap cannot hold it.
+    pub weights: SolverWeights,
 }
 
 impl Default for SolverSettings {
@@ -99,11 +105,22 @@ impl Default for SolverSettings {
             method: SolverMethod::default(),
             gravity: DVec3::new(0.0, -9.81, 0.0),
             strain_cap: StrainCap::default(),
+            weights: SolverWeights::default(),
         }
     }
 }
 
 impl SolverSettings {
+    /// Whether a model factored for `self` serves `other` too: the same substep length,
+    /// integrator, method and weights (iterations, gravity, catch-up and the strain cap are
+    /// read each step).
+    pub fn factors_like(&self, other: &SolverSettings) -> bool {
+        self.substep() == other.substep()
+            && self.integrator == other.integrator
+            && self.method == other.method
+            && self.weights == other.weights
+    }
+
     /// Largest accepted iteration count per substep.
     pub const MAX_ITERATIONS: u32 = 10_000;
     /// Largest accepted substep count per frame.
@@ -150,7 +167,8 @@ impl SolverSettings {
                 reason: "must be finite".into(),
             });
         }
-        self.strain_cap.validate()
+        self.strain_cap.validate()?;
+        self.weights.validate()
     }
 }
 
@@ -240,7 +258,7 @@ impl ClothModel {
             });
         }
         let masses = mesh.lumped_masses(material.density);
-        let terms = Terms::new(&mesh, &material);
+        let terms = Terms::new(&mesh, &material, &settings.weights);
 
         let mut unknown = vec![0u32; n];
         for &p in &pins {
@@ -325,8 +343,8 @@ impl ClothModel {
         Self::new(self.mesh.clone(), self.material, pins, self.settings)
     }
 
-    /// The same mesh, material and pins with other settings (refactors if the substep length or
-    /// the integrator changed; shares nothing either way).
+    /// The same mesh, material and pins with other settings (a new factorisation; shares nothing
+    /// with this model).
     pub fn with_settings(&self, settings: SolverSettings) -> Result<Arc<Self>, ClothError> {
         Self::new(self.mesh.clone(), self.material, &self.pins, settings)
     }

@@ -55,6 +55,7 @@ use crate::cloth::{Cloth, StepReport};
 use crate::collision::{
     ColliderId, ColliderSet, ColliderShape, CollisionGroups, ContactSettings, Pose,
 };
+use crate::energy::SolverWeights;
 use crate::error::ClothError;
 use crate::layering::{ClothLayers, HoldsCloth};
 use crate::layers::{LayerError, LayerSettings};
@@ -188,6 +189,12 @@ pub struct BudgetPreset {
     /// [`ClothConfigOverride`].
     #[serde(deserialize_with = "checked")]
     pub strain_cap: StrainCap,
+    /// The weights the iterations converge with in this budget ([`SolverWeights`]). Default
+    /// [`SolverWeights::default`] (the stiff weights) in every shipped preset; a file without it
+    /// gets that default. `weights: (isometry: 3e3, render_edge: 1e3)` is
+    /// [`SolverWeights::SOFT`], an opt-in (see its docs).
+    #[serde(deserialize_with = "checked")]
+    pub weights: SolverWeights,
 }
 
 /// [`SolverMethod`] as files write it, refusing unknown fields in `Anderson` and checking its
@@ -220,6 +227,7 @@ impl BudgetPreset {
             iterations: 5,
             method: SolverMethod::Anderson { history: 5 },
             strain_cap: StrainCap::default(),
+            weights: SolverWeights::default(),
         }
     }
 
@@ -232,6 +240,7 @@ impl BudgetPreset {
             iterations: s.iterations,
             method: s.method,
             strain_cap: s.strain_cap,
+            weights: s.weights,
         }
     }
 
@@ -243,6 +252,22 @@ impl BudgetPreset {
             iterations: 10,
             method: SolverMethod::Anderson { history: 5 },
             strain_cap: StrainCap::default(),
+            weights: SolverWeights::default(),
+        }
+    }
+
+    /// The converged reference every preset is measured against (`presets/reference.ron`):
+    /// 32 x 20 of the accelerated local-global map at the stiff weights
+    /// ([`SolverWeights::STIFF`]), the converged inextensible cloth. Dozens of times a
+    /// console's cost: for measuring, not for games.
+    pub fn reference() -> Self {
+        Self {
+            name: "reference".into(),
+            substeps: 32,
+            iterations: 20,
+            method: SolverMethod::Anderson { history: 5 },
+            strain_cap: StrainCap::default(),
+            weights: SolverWeights::STIFF,
         }
     }
 
@@ -267,6 +292,7 @@ impl BudgetPreset {
             method: self.method,
             gravity,
             strain_cap: self.strain_cap,
+            weights: self.weights,
             ..Default::default()
         };
         s.validate()?;
@@ -913,6 +939,8 @@ fn configure_budget(cloth: &mut Cloth, config: &ClothConfig) -> Result<(), Cloth
         || settings.method != current.method
         || settings.frame_time != current.frame_time
         || settings.gravity != current.gravity
+        || settings.strain_cap != current.strain_cap
+        || settings.weights != current.weights
     {
         let s = SolverSettings {
             integrator: current.integrator,

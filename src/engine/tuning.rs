@@ -29,9 +29,11 @@
 use glam::DVec3;
 use serde::{Deserialize, Serialize};
 
+use crate::energy::SolverWeights;
 use crate::model::SolverMethod;
 
-/// One budget to try: substeps per frame, iterations per substep, and the solver.
+/// One budget to try: substeps per frame, iterations per substep, the solver and the weights it
+/// converges with.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Candidate {
     /// Substeps per 1/60 s frame.
@@ -40,29 +42,49 @@ pub struct Candidate {
     pub iterations: u32,
     /// Solver.
     pub method: SolverMethod,
+    /// The solver's weights ([`SolverWeights`]).
+    pub weights: SolverWeights,
 }
+
+/// The weights the tuner tries at every budget: [`SolverWeights::SOFT`] (isometry `3e3`, render
+/// edges `1e3`), a middle set (`1e4` / `3e3`) and [`SolverWeights::STIFF`] (`1e5` / `3e4`, the
+/// default). Soft weights converge in a small budget and move like the converged stiff cloth;
+/// stiff ones strain less where the budget converges them (docs/lab/2026-12-02-weights.md).
+pub const TUNED_WEIGHTS: [SolverWeights; 3] = [
+    SolverWeights::SOFT,
+    SolverWeights {
+        isometry: 1e4,
+        conformity_ratio: 1e3,
+        render_edge: 3e3,
+    },
+    SolverWeights::STIFF,
+];
 
 impl Candidate {
     /// The converged reference: Newton's method, 4 substeps per frame, up to 30 iterations a
-    /// substep (it converges in 3 to 5 on `budget_sweep`'s scenes).
+    /// substep (it converges in 3 to 5 on `budget_sweep`'s scenes), at the stiff weights
+    /// ([`SolverWeights::STIFF`]): the converged inextensible cloth.
     pub fn reference() -> Self {
         Self {
             substeps: 4,
             iterations: 30,
             method: SolverMethod::Newton,
+            weights: SolverWeights::STIFF,
         }
     }
 
     /// The converged run the examples measure trajectory errors against
-    /// (`scenario --reference`, `ladder`): 32 substeps x 20 iterations of the accelerated
-    /// local-global map. Twice its substeps moves the banner's centre of mass by 0.03 % of its
-    /// size and the running cape's by 2.7 % over its first 3 s (`scenario --spread`;
-    /// docs/lab/2026-11-29-motion.md).
+    /// (`scenario --reference`, `ladder`; `presets/reference.ron`): 32 substeps x 20
+    /// iterations of the accelerated local-global map at the stiff weights
+    /// ([`SolverWeights::STIFF`]), the converged inextensible cloth. Twice its substeps moves
+    /// the banner's centre of mass by 0.03 % of its size and the running cape's by 2.7 % over
+    /// its first 3 s (`scenario --spread`; docs/lab/2026-11-29-motion.md).
     pub fn converged() -> Self {
         Self {
             substeps: 32,
             iterations: 20,
             method: SolverMethod::Anderson { history: 5 },
+            weights: SolverWeights::STIFF,
         }
     }
 
@@ -79,14 +101,29 @@ impl Candidate {
         self.substeps * self.iterations
     }
 
-    /// A short name: `2x5 aa`, `1x5 lg`, `4x30 newton`.
+    /// A short name: `2x5 aa`, `1x5 lg`, `4x30 newton`, followed by the isometry weight where
+    /// the weights are not the default (`2x5 aa w1e5`).
     pub fn label(&self) -> String {
         let m = match self.method {
             SolverMethod::LocalGlobal => "lg",
             SolverMethod::Anderson { .. } => "aa",
             SolverMethod::Newton => "newton",
         };
-        format!("{}x{} {m}", self.substeps, self.iterations)
+        let w = if self.weights == SolverWeights::default() {
+            String::new()
+        } else {
+            format!(" w{:e}", self.weights.isometry)
+        };
+        format!("{}x{} {m}{w}", self.substeps, self.iterations)
+    }
+
+    /// The weights as presets write them.
+    fn weights_ron(&self) -> String {
+        let w = &self.weights;
+        format!(
+            "(isometry: {:?}, conformity_ratio: {:?}, render_edge: {:?})",
+            w.isometry, w.conformity_ratio, w.render_edge
+        )
     }
 
     /// The solver's name as presets write it.
@@ -99,12 +136,17 @@ impl Candidate {
     }
 }
 
-/// The candidates the tuner tries: 1 to 4 substeps x 1, 2, 3, 4, 5, 6, 8 or 10 iterations of
-/// the product's iteration, the local-global map with its coupled contact step accelerated by
-/// Anderson mixing (history 5; one iteration of it is the plain local-global step): 32
-/// candidates, 1 to 40 iterations per frame. Plain local-global left the ladder on 2026-11-27
-/// (docs/lab/2026-11-27-one-iteration.md).
+/// The budgets of the tuner's ladder: 1 to 4 substeps x 1, 2, 3, 4, 5, 6, 8 or 10 iterations
+/// of the product's iteration, the local-global map with its coupled contact step accelerated
+/// by Anderson mixing (history 5; one iteration of it is the plain local-global step), at the
+/// default weights: 32 candidates, 1 to 40 iterations per frame. Plain local-global left the
+/// ladder on 2026-11-27 (docs/lab/2026-11-27-one-iteration.md).
 pub fn ladder() -> Vec<Candidate> {
+    ladder_at(SolverWeights::default())
+}
+
+/// [`ladder`]'s budgets at `weights`.
+pub fn ladder_at(weights: SolverWeights) -> Vec<Candidate> {
     let mut out = Vec::new();
     for substeps in 1..=4 {
         for iterations in [1, 2, 3, 4, 5, 6, 8, 10] {
@@ -112,10 +154,16 @@ pub fn ladder() -> Vec<Candidate> {
                 substeps,
                 iterations,
                 method: SolverMethod::Anderson { history: 5 },
+                weights,
             });
         }
     }
     out
+}
+
+/// What `tune` tries: [`ladder`]'s budgets at each of [`TUNED_WEIGHTS`] (96 candidates).
+pub fn ladder_with_weights() -> Vec<Candidate> {
+    TUNED_WEIGHTS.iter().flat_map(|&w| ladder_at(w)).collect()
 }
 
 /// What one run of a candidate recorded, apart from its frame times (deterministic: the same
@@ -617,7 +665,7 @@ pub fn preset_ron(
          // device speed {speed} x this machine; rule: no rollback, max strain <= {}, penetration <= {} m,\n\
          // trajectory error <= {}, then least trajectory error. Figures: frame {:.3} ms median / {:.3} ms p99, max strain {:.4},\n\
          // mean strain {:.5}, penetration {:.2e} m, trajectory error {:.4} of the cloth's size.\n\
-         (name: {name:?}, substeps: {}, iterations: {}, method: {})\n",
+         (name: {name:?}, substeps: {}, iterations: {}, method: {}, weights: {})\n",
         rule.max_strain,
         rule.max_penetration_m,
         rule.max_trajectory_error,
@@ -630,6 +678,7 @@ pub fn preset_ron(
         c.substeps,
         c.iterations,
         c.method_ron(),
+        c.weights_ron(),
     )
 }
 
