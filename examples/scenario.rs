@@ -15,7 +15,7 @@
 //!   iterations of the accelerated local-global map).
 //! - `--reference` runs it again at a converged budget (alone, or `--reference reference`: the
 //!   converged inextensible cloth, `presets/reference.ron`, 32 x 20 at the stiff weights, the
-//!   one the crate's figures use; `32x20` would be 32 x 20 at the default soft weights) and
+//!   one the crate's figures use; `SxI` runs the default weights, the stiff ones too) and
 //!   reports the **trajectory error** (docs/design.md section 6): the worst distance
 //!   between the two runs' centres of mass over the cloth's size (`trajectory_error`), the frame
 //!   where it is worst (`trajectory_error_frame`), its mean (`trajectory_error_mean`) and the

@@ -79,6 +79,34 @@ fn per_entity_override_replaces_the_global_config() {
     assert_eq!(it(fancy), 40);
 }
 
+/// A budget whose weights or strain cap differ from the cloth's reaches the cloth at the next
+/// tick: the weights through a model factored for them, the cap as the step's setting.
+#[test]
+fn a_budget_with_other_weights_and_cap_reaches_the_cloth() {
+    let (mut world, mut schedule) = world_and_schedule();
+    let e = world.spawn(ClothSim::new(cape())).id();
+    schedule.run(&mut world);
+    let cap = isocloth::StrainCap {
+        tolerance: 0.02,
+        ..Default::default()
+    };
+    world.insert_resource(ClothConfig {
+        budget: BudgetPreset {
+            weights: isocloth::SolverWeights::SOFT,
+            strain_cap: cap,
+            ..BudgetPreset::console()
+        },
+        ..Default::default()
+    });
+    schedule.run(&mut world);
+    let cloth = &world.get::<ClothSim>(e).unwrap().cloth;
+    assert_eq!(
+        cloth.model().settings().weights,
+        isocloth::SolverWeights::SOFT
+    );
+    assert_eq!(cloth.settings().strain_cap, cap);
+}
+
 /// Presets load from RON, and bad RON or an absurd budget is a typed error, not a panic. The
 /// shipped files are the presets the crate's constructors build, weights included.
 #[test]

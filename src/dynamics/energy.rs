@@ -113,7 +113,7 @@ impl TryFrom<MaterialFile> for Material {
                 "render_edge",
             ),
         ];
-        if let Some((old, _, new)) = moved.iter().find(|m| m.1.0) {
+        if let Some((old, _, new)) = moved.iter().find(|(_, named, _)| named.0) {
             return Err(format!(
                 "`{old}` is no longer a material setting: the solver's weights are the preset's, \
                  `weights: ({new}: ...)` in the budget preset (SolverWeights); how far the cloth \

@@ -261,13 +261,14 @@ impl BudgetPreset {
     /// ([`SolverWeights::STIFF`]), the converged inextensible cloth. Dozens of times a
     /// console's cost: for measuring, not for games.
     pub fn reference() -> Self {
+        let c = crate::tuning::Candidate::converged();
         Self {
             name: "reference".into(),
-            substeps: 32,
-            iterations: 20,
-            method: SolverMethod::Anderson { history: 5 },
+            substeps: c.substeps,
+            iterations: c.iterations,
+            method: c.method,
             strain_cap: StrainCap::default(),
-            weights: SolverWeights::STIFF,
+            weights: c.weights,
         }
     }
 
