@@ -147,7 +147,7 @@ impl Material {
 /// stands out in the wind, the tablecloth stays flat on its ball). Soft weights converge in the
 /// budget and move like the converged stiff cloth, but stretch more where the strain cap cannot
 /// undo it within its steps: a cape whose pins are jerked 15 cm in one frame ends at 87 %
-/// strain at the soft weights against 4.5 % at the stiff ones (docs/lab/2026-12-02-weights.md).
+/// strain at the soft weights against 3.0 % at the stiff ones (docs/lab/2026-12-02-weights.md).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SolverWeights {
