@@ -18,8 +18,9 @@
 //! `--reference` is the converged inextensible cloth, `presets/reference.ron`, drawn in
 //! blue-grey on the contact sheet and frames beside the demo's cape). JSON figures:
 //! `max_strain`, `mean_strain`, `max_penetration_m`, `nodes_inside_body` (the most cape nodes
-//! inside any body at the end of a tick, over the run), `step_ms_median`, `step_ms_p99`, the
-//! run's settings, and with `--reference` the trajectory error (`trajectory_error`, the worst
+//! inside any body at the end of a tick, over the run), `step_ms_median`, `step_ms_p99`,
+//! `step_ms_max` and the counted work `work_median`, `work_p99`, `work_max`
+//! (`isocloth::counters`) with `degraded_frames`, the run's settings, and with `--reference` the trajectory error (`trajectory_error`, the worst
 //! centre-of-mass distance from the same scene at that converged budget, ticked beside it,
 //! over the cape's size, over the first `trajectory_window_frames` = 180 frames; about a
 //! minute more), else null.
@@ -32,6 +33,7 @@ mod preset_arg;
 mod render;
 
 use cape_scene::{CapeScene, DT};
+use isocloth::counters::FrameCosts;
 use isocloth::ecs::ClothConfig;
 use isocloth::rig::{BONES, CharacterRig};
 use isocloth::tuning::{self, TrajectoryError};
@@ -54,12 +56,6 @@ fn style(ground_center: glam::DVec3) -> Style {
         body_outlines: false,
         far_body_depth: false,
     }
-}
-
-fn percentile(v: &[f64], q: f64) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    s[((s.len() - 1) as f64 * q).round() as usize]
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -111,7 +107,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (tile_w, tile_h) = (sheet_w / cols, sheet_h / rows);
     let mut sheet_tiles: Vec<Pixmap> = Vec::new();
     let tiles = (cols * rows) as usize;
-    let mut times = Vec::with_capacity(FRAMES);
+    let mut costs = FrameCosts::with_capacity(FRAMES);
+    let mut degraded_frames = 0u32;
     let (mut max_strain, mut mean_strain, mut max_pen) = (0.0f64, 0.0f64, 0.0f64);
     let mut pinned_max_strain = 0.0f64;
     let mut inside = 0usize;
@@ -127,8 +124,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             converged_path.push(c.sim().cloth.center_of_mass());
         }
         let (phase, speed) = (scene.walker.phase_name(), scene.walker.speed());
-        times.push(ms);
         let sim = scene.sim();
+        costs.record(sim.last_step.counters.work(), ms);
+        degraded_frames += u32::from(sim.last_step.counters.degraded());
         path.push(sim.cloth.center_of_mass());
         if let Some(e) = &sim.last_error {
             return Err(format!("frame {frame}: {e}").into());
@@ -237,10 +235,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (phase, ms_, mean, pen) in &phase_stats {
         println!("{phase:>6} {ms_:>11.2e} {mean:>12.2e} {pen:>16.2e}");
     }
-    let (median, p99) = (percentile(&times, 0.5), percentile(&times, 0.99));
+    let c = costs.summary();
+    let (median, p99) = (c.step_ms_median, c.step_ms_p99);
     println!();
     println!(
-        "step (whole ECS tick): median {median:.3} ms, p99 {p99:.3} ms; {iterations} iterations per tick"
+        "step (whole ECS tick): median {median:.3} ms, p99 {p99:.3} ms, max {:.3} ms; {iterations} iterations per tick",
+        c.step_ms_max
+    );
+    println!(
+        "work per tick (isocloth::counters): median {:.0}, p99 {:.0}, max {:.0}; {degraded_frames} ticks degraded",
+        c.work_median, c.work_p99, c.work_max
     );
     println!("nodes inside a body: at most {inside} at a tick's end");
     // Over the first 3 s: the running cape turns chaotic after (docs/design.md section 6).
@@ -269,6 +273,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "iterations": iterations,
         "step_ms_median": median,
         "step_ms_p99": p99,
+        "step_ms_max": c.step_ms_max,
+        "work_median": c.work_median,
+        "work_p99": c.work_p99,
+        "work_max": c.work_max,
+        "degraded_frames": degraded_frames,
         "max_strain": max_strain,
         "pinned_max_strain": pinned_max_strain,
         "mean_strain": mean_strain,

@@ -28,7 +28,10 @@
 //! orange half rate, grey follow-skin) and the cloth time against the budget over the run with
 //! the number of rung changes each frame (`target/isocloth/crowd_time.png`); ends with one JSON line: `frame_ms_p50`,
 //! `frame_ms_p99` (the cloth step's wall-clock time a frame, after the first second;
-//! `step_ms_p99` the same figure under the name the tick's split uses),
+//! `step_ms_p99` the same figure under the name the tick's split uses, with `step_ms_median`
+//! and `step_ms_max`; `work_median`, `work_p99`, `work_max` the step's counted work a tick,
+//! summed over the capes, `isocloth::counters`), `tick_cpu_ms_p99` (the tick's CPU time summed
+//! over the process's threads, null where the platform does not give it),
 //! `tick_ms_p50`, `tick_ms_p99` (the whole cloth schedule's: bones, attachments, plan, step,
 //! render meshes), `other_ms_p50`, `other_ms_p99` (the tick less the step), `culled_mean`
 //! (capes outside the camera's view a frame, mean: the example culls them as a game does,
@@ -48,6 +51,8 @@
 #[path = "common/cape_scene.rs"]
 #[allow(dead_code)]
 mod cape_scene;
+#[path = "common/cpu_time.rs"]
+mod cpu_time;
 #[path = "common/plot.rs"]
 #[allow(dead_code)]
 mod plot;
@@ -60,10 +65,11 @@ use std::path::PathBuf;
 
 use bevy_ecs::prelude::*;
 use glam::{DQuat, DVec3, Vec3};
+use isocloth::counters::FrameCosts;
 use isocloth::ecs::{
     BonePose, ClothColliders, ClothCollisionGroups, ClothConfig, ClothDrawn, ClothLod,
-    ClothRenderMesh, ClothSim, DemoCharacter, add_cloth_systems, init_cloth_resources,
-    spawn_character_with_cape,
+    ClothRenderMesh, ClothSim, ClothTickCounters, DemoCharacter, add_cloth_systems,
+    init_cloth_resources, spawn_character_with_cape,
 };
 use isocloth::lod::{ClothBudget, Rung};
 use isocloth::rig::{self, Animation, CharacterRig};
@@ -392,6 +398,10 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     // The whole cloth schedule's wall time a frame (gather, attachments, plan, step, meshes).
     let mut ticks = vec![f64::NAN; frames];
     ticks.clear();
+    // The tick's CPU time, summed over the process's threads (ms), and the step's counted
+    // work with its wall time (after the first second).
+    let mut tick_cpu: Vec<f64> = Vec::with_capacity(frames);
+    let mut costs = FrameCosts::with_capacity(frames);
     // The tick's work outside the step (gather, attachments, plan, render meshes) a frame.
     let mut others = vec![f64::NAN; frames];
     others.clear();
@@ -469,9 +479,13 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 }
             }
         }
+        let cpu_start = cpu_time::process_cpu_ms();
         let tick_start = std::time::Instant::now();
         schedule.run(&mut world);
         let tick_ms = tick_start.elapsed().as_secs_f64() * 1e3;
+        if let (Some(a), Some(b)) = (cpu_start, cpu_time::process_cpu_ms()) {
+            tick_cpu.push(b - a);
+        }
         ticks.push(tick_ms);
         others.push(tick_ms - world.resource::<ClothLod>().last_wall_ms());
         // What a Bevy `App` does after every update: without it a bare `World` keeps every
@@ -489,6 +503,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         let lod = world.resource::<ClothLod>();
         let total = lod.last_wall_ms();
         totals.push(total);
+        if frame >= 60 {
+            costs.record(world.resource::<ClothTickCounters>().work(), total);
+        }
         changes.push(0);
         summed.push(lod.last_total_ms());
         let mut counts = [0usize; 4];
@@ -659,6 +676,10 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
 
     let mut whole: Vec<f64> = ticks.iter().skip(60).copied().collect();
     whole.sort_by(f64::total_cmp);
+    let mut cpu: Vec<f64> = tick_cpu.iter().skip(60).copied().collect();
+    cpu.sort_by(f64::total_cmp);
+    let tick_cpu_p99 = (!cpu.is_empty()).then(|| percentile(&cpu, 0.99));
+    let cost = costs.summary();
     let mut other: Vec<f64> = others.iter().skip(60).copied().collect();
     other.sort_by(f64::total_cmp);
     let culled_mean = culled_total as f64 / frames.max(1) as f64;
@@ -674,6 +695,12 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     println!("{:<30} {:>12.3}", "cloth ms p99", p99);
     println!("{:<30} {:>12.3}", "tick ms p50", percentile(&whole, 0.5));
     println!("{:<30} {:>12.3}", "tick ms p99", percentile(&whole, 0.99));
+    if let Some(c) = tick_cpu_p99 {
+        println!("{:<30} {:>12.3}", "tick CPU ms p99", c);
+    }
+    println!("{:<30} {:>12.0}", "work median", cost.work_median);
+    println!("{:<30} {:>12.0}", "work p99", cost.work_p99);
+    println!("{:<30} {:>12.0}", "work max", cost.work_max);
     println!("{:<30} {:>12.3}", "other ms p50", percentile(&other, 0.5));
     println!("{:<30} {:>12.3}", "other ms p99", percentile(&other, 0.99));
     println!("{:<30} {:>12.2}", "capes culled (mean)", culled_mean);
@@ -717,7 +744,13 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             "frame_ms_p99": p99,
             "tick_ms_p50": percentile(&whole, 0.5),
             "tick_ms_p99": percentile(&whole, 0.99),
+            "tick_cpu_ms_p99": tick_cpu_p99,
+            "step_ms_median": cost.step_ms_median,
             "step_ms_p99": p99,
+            "step_ms_max": cost.step_ms_max,
+            "work_median": cost.work_median,
+            "work_p99": cost.work_p99,
+            "work_max": cost.work_max,
             "other_ms_p50": percentile(&other, 0.5),
             "other_ms_p99": percentile(&other, 0.99),
             "culled_mean": culled_mean,

@@ -20,7 +20,9 @@
 //! strain alone; `step_ratio_median` the layered frame's median over the alone runs' medians
 //! summed, `step_ratio_p99` the same of the 99th percentiles; `degraded_frames` the layered
 //! frames whose pairs hit the layers' bound (`LayerSettings::max_pairs`), `most_pairs` the most
-//! pairs the layer group held in a substep.
+//! pairs the layer group held in a substep; `work_median`, `work_p99`, `work_max` the layered
+//! frame's counted work (`isocloth::counters`; the frame the limb enters the layers is its
+//! maximum) beside `alone_work_median` (the alone runs' medians summed), and `step_ms_max`.
 //!
 //! Prints a table, writes a contact sheet `target/isocloth/curtains_contact_sheet.png` (one
 //! row per speed, layered run, seen from the side), then one JSON line: the preset, the
@@ -42,6 +44,7 @@ mod render;
 use std::time::Instant;
 
 use glam::{DQuat, DVec3, Vec3};
+use isocloth::counters::FrameCosts;
 use isocloth::ecs::BudgetPreset;
 use isocloth::layers::layer_crossings;
 use isocloth::{
@@ -100,6 +103,8 @@ struct Figures {
     inside: usize,
     max_strain: Vec<f64>,
     times_ms: Vec<f64>,
+    /// Each frame's counted work, every curtain's (`isocloth::counters`).
+    work: Vec<f64>,
     degraded_frames: usize,
     most_pairs: usize,
 }
@@ -181,15 +186,20 @@ impl Sim {
         self.colliders
             .set_pose(self.limb, limb_pose(t, self.speed, self.end, self.height))?;
         let start = Instant::now();
+        let mut work = 0.0;
         if self.layered {
             self.layers
                 .step(&mut self.cloths, DT, &self.colliders, &mut self.reports)?;
         } else {
             for c in self.cloths.iter_mut() {
-                c.step_with(DT, &self.colliders)?;
+                work += c.step_with(DT, &self.colliders)?.counters.work();
             }
         }
         self.fig.times_ms.push(start.elapsed().as_secs_f64() * 1e3);
+        if self.layered {
+            work = self.reports.iter().map(|r| r.counters.work()).sum();
+        }
+        self.fig.work.push(work);
         self.colliders.finish_frame();
         if self.layered && self.layers.degraded() {
             self.fig.degraded_frames += 1;
@@ -270,9 +280,20 @@ impl SpeedResult {
             .iter()
             .map(|a| percentile(&a.times_ms, 0.5))
             .sum();
+        let mut costs = FrameCosts::with_capacity(self.layered.times_ms.len());
+        for (&w, &ms) in self.layered.work.iter().zip(&self.layered.times_ms) {
+            costs.record(w, ms);
+        }
+        let c = costs.summary();
+        let alone_work: f64 = self.alone.iter().map(|a| percentile(&a.work, 0.5)).sum();
         format!(
-            "\"{}\":{{\"crossings\":{},\"crossing_frames\":{},\"nan_frames\":{},\"inside\":{},\"max_strain\":[{}],\"alone_max_strain\":[{}],\"strain_ratio\":{:.4},\"step_ms_median\":{:.4},\"step_ms_p99\":{:.4},\"alone_step_ms_median\":{:.4},\"step_ratio_median\":{:.4},\"step_ratio_p99\":{:.4},\"degraded_frames\":{},\"most_pairs\":{}}}",
+            "\"{}\":{{\"work_median\":{:.1},\"work_p99\":{:.1},\"work_max\":{:.1},\"alone_work_median\":{:.1},\"step_ms_max\":{:.4},\"crossings\":{},\"crossing_frames\":{},\"nan_frames\":{},\"inside\":{},\"max_strain\":[{}],\"alone_max_strain\":[{}],\"strain_ratio\":{:.4},\"step_ms_median\":{:.4},\"step_ms_p99\":{:.4},\"alone_step_ms_median\":{:.4},\"step_ratio_median\":{:.4},\"step_ratio_p99\":{:.4},\"degraded_frames\":{},\"most_pairs\":{}}}",
             self.speed,
+            c.work_median,
+            c.work_p99,
+            c.work_max,
+            alone_work,
+            c.step_ms_max,
             self.layered.crossings,
             self.layered.crossing_frames,
             self.layered.nan_frames,

@@ -3,8 +3,10 @@
 //! Scenario runner for tuning budgets per platform: reads a scenario file (RON, see
 //! `isocloth::scenario` and `scenarios/`), runs it headless through the bevy_ecs layer and prints a
 //! table, then one JSON line (the cape demo's figures plus `conformity_residual` and
-//! `nan_frames`; with layers, each cloth's strain, `crossings` and `min_separation_m`; the
-//! trajectory figures below, `null` without `--reference`).
+//! `nan_frames`; the step's costs `step_ms_median`, `step_ms_p99`, `step_ms_max` and its counted
+//! work `work_median`, `work_p99`, `work_max` (`isocloth::counters`), with `degraded_frames`,
+//! the frames a bound stopped a stage short; with layers, each cloth's strain, `crossings` and
+//! `min_separation_m`; the trajectory figures below, `null` without `--reference`).
 //! Optionally writes one OBJ per frame (a layered cloth's as `NAME_layerK_FRAME.obj`).
 //!
 //! Run: `cargo run --release --example scenario -- scenarios/banner.ron [--obj DIR]
@@ -41,15 +43,6 @@ use isocloth::rig::BONES;
 use isocloth::scenario::{ScenarioError, Summary, load};
 use isocloth::tuning::TrajectoryError;
 use preset_arg::preset_named;
-
-fn percentile(v: &[f64], q: f64) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    s[((s.len() - 1) as f64 * q).round() as usize]
-}
 
 /// A figure for the JSON line (non-finite written as null).
 fn finite(v: f64) -> Option<f64> {
@@ -201,11 +194,20 @@ pub fn runner(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 
                 .error
         })
     });
-    let (median, p99) = (percentile(&sum.times, 0.5), percentile(&sum.times, 0.99));
-    let rows: [(&str, String); 8] = [
+    let costs = sum.costs();
+    let rows: [(&str, String); 11] = [
         ("iterations per frame", format!("{:>12}", sum.iterations)),
-        ("step ms median", format!("{median:>12.3}")),
-        ("step ms p99", format!("{p99:>12.3}")),
+        ("step ms median", format!("{:>12.3}", costs.step_ms_median)),
+        ("step ms p99", format!("{:>12.3}", costs.step_ms_p99)),
+        ("step ms max", format!("{:>12.3}", costs.step_ms_max)),
+        ("work median", format!("{:>12.0}", costs.work_median)),
+        (
+            "work p99 / max",
+            format!(
+                "{:>12}",
+                format!("{:.0} / {:.0}", costs.work_p99, costs.work_max)
+            ),
+        ),
         ("max strain", format!("{:>12.2e}", sum.max_strain)),
         ("mean strain", format!("{:>12.2e}", sum.mean_strain)),
         (
@@ -278,8 +280,13 @@ pub fn runner(args: &[String], out: &mut dyn Write, err: &mut dyn Write) -> i32 
         "nodes": sum.nodes,
         "bones": if with_character { BONES.len() } else { 0 },
         "iterations": sum.iterations,
-        "step_ms_median": median,
-        "step_ms_p99": p99,
+        "step_ms_median": costs.step_ms_median,
+        "step_ms_p99": costs.step_ms_p99,
+        "step_ms_max": costs.step_ms_max,
+        "work_median": costs.work_median,
+        "work_p99": costs.work_p99,
+        "work_max": costs.work_max,
+        "degraded_frames": sum.degraded_frames,
         "max_strain": sum.max_strain,
         "mean_strain": sum.mean_strain,
         "pinned_max_strain": sum.pinned_max_strain,

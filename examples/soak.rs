@@ -4,7 +4,9 @@
 //! a random 1-6 s, with random 100 m teleports now and then) at a budget preset (console by default) through the
 //! ECS layer, for a given number of simulated minutes. Prints a table per simulated minute,
 //! then one JSON line: `minutes`, `frames`, `nan_frames`, `recoveries`, `max_strain`,
-//! `mean_strain`, `max_penetration_m`, `step_ms_median`, `step_ms_p99`.
+//! `mean_strain`, `max_penetration_m`, the per-frame max strain's `max_strain_p99` and
+//! `max_strain_p999`, the step's `step_ms_median`, `step_ms_p99`, `step_ms_max` and its counted
+//! work `work_median`, `work_p99`, `work_max` (`isocloth::counters`), `degraded_frames`.
 //!
 //! Run: `cargo run --release --example soak -- 60` (one simulated hour; about 6 minutes here);
 //! `-- 30 --preset mobile|console|desktop|FILE.ron` picks the budget (default console).
@@ -16,6 +18,7 @@ use std::time::Instant;
 
 use bevy_ecs::prelude::*;
 use glam::DVec3;
+use isocloth::counters::FrameCosts;
 use isocloth::ecs::{
     BonePose, ClothColliders, ClothSim, DemoCharacter, add_cloth_systems, init_cloth_resources,
     spawn_demo_character,
@@ -60,7 +63,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (mut nan_frames, mut max_strain, mut mean_strain, mut max_pen) =
         (0u64, 0.0f64, 0.0f64, 0.0f64);
     let mut pinned_max_strain = 0.0f64;
-    let mut times = Vec::with_capacity(frames);
+    let mut costs = FrameCosts::with_capacity(frames);
+    let mut degraded_frames = 0u64;
     let mut frame_strains = Vec::with_capacity(frames);
     let mut minute = (0.0f64, 0.0f64, 0.0f64);
     println!(
@@ -82,8 +86,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         let start = Instant::now();
         schedule.run(&mut world);
-        times.push(start.elapsed().as_secs_f64() * 1e3);
+        let ms = start.elapsed().as_secs_f64() * 1e3;
         let sim = world.get::<ClothSim>(cape).ok_or("cape")?;
+        costs.record(sim.last_step.counters.work(), ms);
+        degraded_frames += u64::from(sim.last_step.counters.degraded());
         if !sim.cloth.positions().iter().all(|p| p.is_finite()) {
             nan_frames += 1;
             continue;
@@ -120,7 +126,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .ok_or("cape")?
         .cloth
         .recoveries();
-    times.sort_by(f64::total_cmp);
+    let c = costs.summary();
     frame_strains.sort_by(f64::total_cmp);
     let over = |limit: f64| frame_strains.iter().filter(|&&s| s > limit).count();
     let quantile = |q: f64| frame_strains[((frame_strains.len() - 1) as f64 * q) as usize];
@@ -138,8 +144,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "max_strain_p999": quantile(0.999),
         "frames_over_10pct_strain": over(0.1),
         "frames_over_1pct_strain": over(0.01),
-        "step_ms_median": times[times.len() / 2],
-        "step_ms_p99": times[times.len() * 99 / 100],
+        "step_ms_median": c.step_ms_median,
+        "step_ms_p99": c.step_ms_p99,
+        "step_ms_max": c.step_ms_max,
+        "work_median": c.work_median,
+        "work_p99": c.work_p99,
+        "work_max": c.work_max,
+        "degraded_frames": degraded_frames,
     });
     println!("{json}");
     Ok(())

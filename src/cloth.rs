@@ -17,6 +17,7 @@ use glam::{DVec3, Vec3};
 use crate::aero::Aerodynamics;
 use crate::collision::{BodyExclusions, ColliderSet, ContactForce, ContactSettings, Pose};
 use crate::contact::collision::pass::ResponseCache;
+use crate::counters::StepCounters;
 use crate::equilibrium::{RelaxReport, relax};
 use crate::error::ClothError;
 use crate::flags::NodeFlags;
@@ -47,6 +48,9 @@ pub struct StepReport {
     /// Whether the cloth is asleep after this call (it ran no substep; see
     /// [`SleepSettings`](crate::SleepSettings)).
     pub asleep: bool,
+    /// What each stage did, and whether a bound stopped one ([`StepCounters::work`]: the
+    /// step's work in one figure).
+    pub counters: StepCounters,
 }
 
 /// Everything a cloth needs to continue bit-identically: its state, pin interpolation, the
@@ -829,6 +833,7 @@ impl Cloth {
             contacts: 0,
             recovered: false,
             asleep: false,
+            counters: StepCounters::default(),
         };
         if wanted > cap {
             self.accumulator = 0.0;
@@ -836,6 +841,8 @@ impl Cloth {
             self.accumulator = (self.accumulator - run as f64 * h).max(0.0);
         }
         ws.ensure(&self.model);
+        // Counts left by a frame that did not end (a fault mid-frame) are not this one's.
+        ws.take_counters();
         let bodies = self.contact.enabled && !colliders.is_empty();
         ws.contact_pass.load(
             &self.touching,
@@ -886,6 +893,7 @@ impl Cloth {
             &mut self.self_forces,
         );
         report.contacts = ws.contact_pass.last_contacts as u32;
+        report.counters = ws.take_counters();
         let st = &self.state;
         let finite = |v: &[DVec3]| v.iter().all(|p| p.is_finite());
         if std::mem::take(&mut self.fault)

@@ -37,7 +37,7 @@
 //! | `contact/` | the character's bodies and contact | [`collision`] (kinematic capsules, spheres, planes; per-node frictional contact; the only place parry3d is used), [`limits`] (tethers, max distance, backstops, sleeping), [`self_contact`] (the cloth against itself) |
 //! | `character/` | what drives the cloth from a skeleton | [`attachment`] (pins on bones, skinning, teleports, inertia scaling), [`rig`] (the procedural test character) |
 //! | `engine/` | integration into a game | `ecs` (the bevy_ecs adapter), `scenario` (the scenario runner), [`tuning`] (budgets per platform from measured runs), [`lod`] (one frame budget for many cloths: rungs by priority from measured costs), [`worker`] (stepping on a worker thread, the only place crossbeam is used) |
-//! | (root) | the façade and shared pieces | [`cloth`] (a cloth's state and its `step`), [`error`], [`load`] (settings files with errors at the line) |
+//! | (root) | the façade and shared pieces | [`cloth`] (a cloth's state and its `step`), [`counters`] (what a step did, per stage), [`error`], [`load`] (settings files with errors at the line) |
 //!
 //! Dependencies run one way: `mesh` <- `dynamics` and `contact` <- `cloth` <- `character` <-
 //! `engine` (the solver reads the contact forces; contact knows nothing of the solver).
@@ -48,6 +48,7 @@
 mod character;
 pub mod cloth;
 mod contact;
+pub mod counters;
 mod dynamics;
 mod engine;
 pub mod error;
@@ -74,6 +75,7 @@ pub use collision::{
     BodyExclusions, ColliderError, ColliderId, ColliderSet, ColliderShape, CollisionGroups,
     ContactForce, ContactSettings, ConvexHull, GroupError, HeightField, Pose, TriangleMesh,
 };
+pub use counters::StepCounters;
 pub use energy::{BendingRest, Material, SolverWeights};
 pub use equilibrium::RelaxReport;
 pub use error::{ClothError, MeshError, ObjError, PolygonError, RonError};

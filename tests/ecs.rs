@@ -728,3 +728,32 @@ fn capes_following_their_skin_skin_nothing_and_culled_capes_are_not_drawn() {
     assert!(mesh.positions.iter().zip(x).all(|(m, p)| *m == p.as_vec3()));
     assert_eq!(mesh.normals.len(), x.len());
 }
+
+/// `ClothTickCounters` is the tick's counts summed over the cloths stepped: two capes stepped
+/// by one schedule run count twice one cape's solves (2 substeps x 5 iterations each, no body
+/// about), and its work is the sum of theirs, exactly.
+#[test]
+fn the_tick_counters_sum_the_cloths_stepped() {
+    use isocloth::ecs::ClothTickCounters;
+    let (mut world, mut schedule) = world_and_schedule();
+    let a = world.spawn(ClothSim::new(cape())).id();
+    let b = world.spawn(ClothSim::new(cape())).id();
+    schedule.run(&mut world);
+    let tick = *world.resource::<ClothTickCounters>();
+    assert_eq!(tick.cloths, 2);
+    let (ra, rb) = (
+        world.get::<ClothSim>(a).unwrap().last_step,
+        world.get::<ClothSim>(b).unwrap().last_step,
+    );
+    assert!(world.get::<ClothSim>(a).unwrap().stepped);
+    assert_eq!(ra.counters.solves, 10);
+    assert_eq!(
+        tick.counters.solves,
+        ra.counters.solves + rb.counters.solves
+    );
+    assert_eq!(tick.work(), {
+        let mut sum = ra.counters;
+        sum += rb.counters;
+        sum.work()
+    });
+}

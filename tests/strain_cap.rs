@@ -62,9 +62,10 @@ fn whip(
 
 /// Uncapped, the console budget lets the whipped cape (its pins jerked 15 cm in one frame every
 /// quarter second) stretch far past 3 % (measured 71 %); with the cap (3 %) its default budget
-/// (16 steps of 20 conjugate-gradient iterations) brings every frame under 5 % (measured
-/// 2.99 % on 2026-12-02, 4.5 % before the cap's steps converged; Gauss-Seidel sweeps, one edge
-/// at a time, left 10.4 % at 16), and 100 steps of 200 within the tolerance to 0.05 points
+/// (16 steps of 20 conjugate-gradient iterations within 24 work units a node a substep) brings
+/// every frame under 5 % (measured 3.6 % on 2026-12-02, 3.0 % without the work bound; 4.5 %
+/// before the cap's steps converged; Gauss-Seidel sweeps, one edge at a time, left 10.4 % at
+/// 16), and 100 steps of 200 without a work bound within the tolerance to 0.05 points
 /// (measured 3.00 %), pins exactly on their targets.
 #[test]
 fn a_whipped_cape_ends_every_frame_within_its_tolerance() {
@@ -78,11 +79,70 @@ fn a_whipped_cape_ends_every_frame_within_its_tolerance() {
     let (tight, pins, _) = run(StrainCap {
         steps: 100,
         cg_iterations: 200,
+        work: f64::INFINITY,
         ..StrainCap::default()
     });
     assert!(tight <= 0.0305, "100 steps of 200: {tight}");
     assert_eq!(pins, 0.0, "pins moved");
     let _ = &mut none;
+}
+
+/// The cap's work bound (`StrainCap::work`) is a hard bound: whipped with a bound of 2 work
+/// units a node a substep, the cape's cap never does more than that in a substep (its edge
+/// tests and conjugate-gradient iterations counted at their weights; the test that finds the
+/// bound spent may pass it by one pass over the half edges), every frame the bound stops it says so (`StepCounters::cap_unmet`), the
+/// pins stay on their targets, and the strain is what a shortened cap leaves, more than the
+/// unbounded cap's 3 % (measured 50-70 %, the uncapped cape 71 %: a bound this tight is a
+/// cost bound, not a strain one).
+#[test]
+fn the_cap_stops_at_its_work_bound_and_says_so() {
+    let bound = 2.0;
+    let mut cloth = cape(StrainCap {
+        work: bound,
+        ..StrainCap::default()
+    });
+    let nodes = cloth.positions().len() as f64;
+    let halves = 2 * cloth.model().mesh().strain_edges().len();
+    let one_pass = isocloth::StepCounters {
+        cap_edge_tests: halves as u64,
+        ..Default::default()
+    }
+    .work()
+        / nodes;
+    let start: Vec<DVec3> = cloth
+        .pins()
+        .iter()
+        .map(|&p| cloth.positions()[p as usize])
+        .collect();
+    let (mut unmet, mut strain, mut most) = (0u32, 0.0f64, 0.0f64);
+    for frame in 0..90 {
+        let t = (frame + 1) as f64 / 60.0;
+        let jerk = if (frame / 15) % 2 == 0 { 0.0 } else { 0.15 };
+        let shift = DVec3::new(0.3 * (std::f64::consts::TAU * 3.0 * t).sin(), jerk, 0.2 * t);
+        let targets: Vec<DVec3> = start.iter().map(|&p| p + shift).collect();
+        cloth.set_pin_targets(&targets).unwrap();
+        let r = cloth.step(1.0 / 60.0).unwrap();
+        let c = r.counters;
+        // The cap's work at the weights of `StepCounters::work`, per substep.
+        let cap_only = isocloth::StepCounters {
+            cap_row_iterations: c.cap_row_iterations,
+            cap_edge_tests: c.cap_edge_tests,
+            ..Default::default()
+        };
+        most = most.max(cap_only.work() / f64::from(r.substeps) / nodes);
+        unmet += c.cap_unmet;
+        assert_eq!(c.degraded(), c.cap_unmet > 0);
+        strain = strain.max(cloth.measures().max_strain);
+        for (&p, &t) in cloth.pins().iter().zip(&targets) {
+            assert_eq!(cloth.positions()[p as usize], t, "pin moved");
+        }
+    }
+    assert!(
+        most <= bound + one_pass,
+        "cap work {most} a node a substep (a pass {one_pass})"
+    );
+    assert!(unmet > 0, "the bound never stopped the cap");
+    assert!(strain > 0.03 && strain.is_finite(), "strain {strain}");
 }
 
 /// A lying capsule (radius 4 cm) sweeps at 6 m/s through the whipped cape: the cap pulls the
@@ -129,9 +189,9 @@ fn within_the_tolerance_the_cap_changes_nothing() {
     assert_eq!(a.positions(), b.positions());
 }
 
-/// A tolerance outside (0, 1) or not a number, more steps or conjugate-gradient iterations than the cap
-/// accepts (or none of the latter), are
-/// refused with an error naming the field, by the settings and by a preset file.
+/// A tolerance outside (0, 1) or not a number, more steps or conjugate-gradient iterations than
+/// the cap accepts (or none of the latter), and a work bound that is not positive are refused
+/// with an error naming the field, by the settings and by a preset file.
 #[test]
 fn bad_cap_settings_are_typed_errors() {
     let max = StrainCap::MAX_ITERATIONS;
@@ -148,6 +208,7 @@ fn bad_cap_settings_are_typed_errors() {
             tolerance,
             steps,
             cg_iterations,
+            ..StrainCap::default()
         };
         let s = SolverSettings {
             strain_cap: cap,
@@ -158,6 +219,19 @@ fn bad_cap_settings_are_typed_errors() {
                 assert!(name.starts_with("strain_cap."), "{name}")
             }
             other => panic!("{cap:?}: {other:?}"),
+        }
+    }
+    for work in [0.0, -1.0, f64::NAN] {
+        let s = SolverSettings {
+            strain_cap: StrainCap {
+                work,
+                ..StrainCap::default()
+            },
+            ..Default::default()
+        };
+        match s.validate() {
+            Err(ClothError::InvalidSetting { name, .. }) => assert_eq!(name, "strain_cap.work"),
+            other => panic!("work {work}: {other:?}"),
         }
     }
     #[cfg(feature = "ecs")]

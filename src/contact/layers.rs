@@ -345,6 +345,9 @@ pub(crate) struct LayerContact {
     skipped: usize,
     /// Whether [`LayerContact::refresh`] searched this substep.
     refreshed: bool,
+    /// Pairs measured and feature pairs tested this frame (the group's work, reported with
+    /// its first cloth's counters: [`crate::counters::StepCounters::layer_pair_visits`]).
+    pub(crate) pair_visits: u64,
     /// The last pass's impact zones: per node, its parent in the zones' union-find (a node
     /// in no zone is its own root and unmarked in `zoned`), and per root the zone's motion.
     zone: Vec<u32>,
@@ -398,6 +401,7 @@ impl LayerContact {
         self.pushed_far = false;
         self.max_pairs = settings.max_pairs as usize;
         self.dropped = 0;
+        self.pair_visits = 0;
         self.most = 0;
         let same = self.models.len() == members.clone().count()
             && members
@@ -639,6 +643,7 @@ impl LayerContact {
         let (thickness, reach) = (settings.thickness, self.reach);
         self.broad_phase(model, 0.5 * reach);
         let raw = std::mem::take(&mut self.raw);
+        self.pair_visits += raw.len() as u64;
         for &(r, nodes) in &raw {
             if nodes.iter().all(|&k| self.pinned[k as usize]) {
                 continue;
@@ -768,6 +773,7 @@ impl LayerContact {
         self.resolved.clear();
         self.resolved
             .extend(self.raw.iter().map(|&((ee, _, _), nodes)| (ee, nodes)));
+        self.pair_visits += self.resolved.len() as u64;
     }
 
     /// Whether the substep has pairs.
@@ -837,6 +843,7 @@ impl LayerContact {
     /// Second half: each engaged pair's force corrected from its gap (both sides'
     /// compliances); [`LayerContact::force`] then holds each node's sum.
     pub(crate) fn update(&mut self) {
+        self.pair_visits += self.pairs.pairs.len() as u64;
         self.pairs.clear_forces(&mut self.force);
         self.pairs.update(&self.compliance, 0.0, &mut self.force);
         // A cloth a pair pushed at any iteration of the substep has had an impact (its

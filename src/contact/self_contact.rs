@@ -935,6 +935,9 @@ pub(crate) struct SelfContact {
     saved: Vec<(f64, DVec3)>,
     /// The last pass's pairs with their nodes.
     resolved: Vec<(bool, [u32; 4])>,
+    /// Feature pairs tested by the broad phases and the last pass's check since the counters
+    /// were last gathered ([`crate::counters::StepCounters::self_pair_visits`]).
+    pub(crate) visits: u64,
 }
 
 /// Swept boxes of a mesh's nodes, triangles and edges, and its hierarchy refitted to them.
@@ -1174,6 +1177,7 @@ impl SelfContact {
             let reach = thickness * (1.0 + SLACK_THICKNESSES);
             self.broad_phase(topo, x_start, x_pred, 0.5 * reach);
             let raw = std::mem::take(&mut self.raw);
+            self.visits += raw.len() as u64;
             for &r in &raw {
                 let nodes = self.nodes_of(topo, r);
                 if nodes.iter().all(|&k| pinned[k as usize]) {
@@ -1673,6 +1677,7 @@ impl SelfContact {
             }
             resolved.clear();
             resolved.extend(self.raw.iter().map(|&r| (r.0, self.nodes_of(topo, r))));
+            self.visits += resolved.len() as u64;
             let rewind = rewind_crossings(&resolved, (x_start, self.boxes.shift), x, pinned);
             self.impacts += rewind.sent;
             sent += rewind.sent;

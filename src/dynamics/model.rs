@@ -84,7 +84,8 @@ pub struct SolverSettings {
     pub gravity: DVec3,
     /// The strain cap at the end of each substep ([`crate::strain_cap`]). Default
     /// [`StrainCap::default`]: 3 %, at most 16 projection steps of 20 conjugate-gradient
-    /// iterations; [`StrainCap::OFF`] steps exactly as without one.
+    /// iterations within 24 work units a node a substep; [`StrainCap::OFF`] steps exactly as
+    /// without one.
     pub strain_cap: StrainCap,
     /// The weights the iterations converge with ([`SolverWeights`]; they are in the factored
     /// matrix, so another set refactors). Default [`SolverWeights::default`] (the stiff weights,
@@ -228,6 +229,9 @@ pub struct ClothModel {
     /// ([`ClothModel::self_topology`]): a model none of whose cloths collide with itself
     /// neither builds nor holds them.
     self_topology: std::sync::OnceLock<crate::self_contact::SelfTopology>,
+    /// The strain cap's half edges and the half edges at each node, built on first use
+    /// ([`ClothModel::cap_halves`]).
+    cap_halves: std::sync::OnceLock<crate::dynamics::strain_cap::HalfEdges>,
     /// `K` itself, assembled on first use ([`ClothModel::system`]; the factor's tests).
     #[cfg(test)]
     pub(crate) system: std::sync::OnceLock<CsrMatrix>,
@@ -332,6 +336,7 @@ impl ClothModel {
             compliance,
             tethers,
             self_topology: std::sync::OnceLock::new(),
+            cap_halves: std::sync::OnceLock::new(),
             #[cfg(test)]
             system: std::sync::OnceLock::new(),
             stats,
@@ -386,6 +391,16 @@ impl ClothModel {
             crate::self_contact::SelfTopology::new(
                 self.mesh.render_triangles(),
                 self.mesh.initial_positions(),
+            )
+        })
+    }
+
+    /// The strain cap's half edges (built on first use; see [`crate::dynamics::strain_cap`]).
+    pub(crate) fn cap_halves(&self) -> &crate::dynamics::strain_cap::HalfEdges {
+        self.cap_halves.get_or_init(|| {
+            crate::dynamics::strain_cap::HalfEdges::new(
+                self.mesh.strain_edges(),
+                self.mesh.node_count(),
             )
         })
     }

@@ -20,6 +20,7 @@ use glam::DVec3;
 
 use crate::anderson::Anderson;
 use crate::contact::collision::pass::ContactPass;
+use crate::counters::StepCounters;
 use crate::dynamics::strain_cap::{self, StrainCap};
 use crate::factor::{Lane4, ModelFactor, SolveLanes, SymbolicFactor};
 use crate::model::{ClothModel, SolverMethod};
@@ -67,6 +68,8 @@ pub(crate) struct Scratch {
     pub response_perm: Vec<DVec3>,
     /// The strain cap's projection buffers.
     pub cap: strain_cap::ProjectionScratch,
+    /// What the solve did this frame (the cap counts its own in [`Scratch::cap`]).
+    pub counters: StepCounters,
 }
 
 impl Scratch {
@@ -311,7 +314,7 @@ impl Iterations {
         }
         if contact.pass.active() || contact.pass.has_limits() {
             let projection = &mut scratch.cap;
-            projection.begin();
+            projection.begin(model, cap);
             contact.pass.finish(
                 contact.x_start,
                 x,
@@ -325,6 +328,7 @@ impl Iterations {
                     },
                 ),
             );
+            projection.end(cap);
         } else if cap.is_on() {
             strain_cap::apply(model, cap, x, &mut scratch.cap);
         }
@@ -349,6 +353,7 @@ fn contact_iteration(
         scratch.response.clear();
         scratch.response.resize(n, DVec3::ZERO);
         pass.response_rhs(&mut scratch.response);
+        scratch.counters.count_solve(model);
         solve_nodes(
             model,
             symbolic,
@@ -463,6 +468,15 @@ fn local_global_map(
     contact: &mut Contact<'_>,
 ) {
     let active = contact.pass.active();
+    let counters = &mut scratch.counters;
+    counters.count_solve(model);
+    counters.local_nodes += x.len() as u64;
+    if active {
+        counters.contact_visits += contact.pass.candidates.len() as u64;
+        if contact.pass.self_contact.active() {
+            counters.self_pair_visits += contact.pass.self_contact.pairs.len() as u64;
+        }
+    }
     project_and_assemble(model, x, scratch);
     if let Some(external) = contact.external {
         // The forces of the cloth's layer group join too (`crate::layering`).
@@ -527,6 +541,7 @@ fn contact_step(
     if slope.is_nan() || slope >= 0.0 {
         return; // converged (or nothing engaged)
     }
+    scratch.counters.count_solve(model);
     solve_nodes(
         model,
         symbolic,
@@ -566,6 +581,7 @@ pub(crate) fn contact_displacement(
     let (Some(symbolic), Some(factor)) = (model.symbolic.as_ref(), model.factor.as_ref()) else {
         return false;
     };
+    scratch.counters.count_solve(model);
     solve_nodes(
         model,
         symbolic,

@@ -37,13 +37,25 @@
 //! the soak's worst frame over five minutes from 6.2 to 4.4 %
 //! (docs/lab/2026-11-29-motion.md section 6).
 //!
-//! The cost is bounded by [`StrainCap::steps`] x [`StrainCap::cg_iterations`]; a substep
-//! within the tolerance pays one pass over the edges.
+//! A substep's first step tests every half edge; a later step tests only the rows held and the
+//! half edges at the nodes the last step moved (no other half edge changed).
+//!
+//! The cost is bounded three ways: [`StrainCap::steps`], [`StrainCap::cg_iterations`] a step,
+//! and [`StrainCap::work`], the work a substep's cap may do per node (its edge tests and its
+//! rows times its iterations, at the weights of [`crate::StepCounters::work`]): a step gets
+//! the iterations the bound leaves, and a cap that runs out stops and says so
+//! ([`crate::StepCounters::cap_unmet`]). The default bound, 24 work units a node (about two
+//! quiet substeps), took the soak's dearest frame (`soak -- 3`) from 4.2x the median frame's
+//! work to 3.0x, at the same per-frame strain p99 (2.96 %) and p99.9 (3.04 %); the whipped cape
+//! (`tests/strain_cap.rs`) goes from 3.0 to 3.6 %. A substep within the tolerance pays one pass
+//! over the edges (docs/lab/2026-12-02-counters.md).
 
 use glam::DVec3;
 use serde::{Deserialize, Serialize};
 
+use crate::counters::{StepCounters, weight};
 use crate::error::ClothError;
+use crate::mesh::StrainEdge;
 use crate::model::ClothModel;
 
 /// The strain cap's settings (see the module docs). All fields have documented defaults
@@ -61,6 +73,15 @@ pub struct StrainCap {
     pub steps: u32,
     /// Most conjugate-gradient iterations per step. Default `20`, at least 1.
     pub cg_iterations: u32,
+    /// Most work a substep's cap may do, per node of the cloth, in the units of
+    /// [`crate::StepCounters::work`] (its tests of the half edges and its conjugate-gradient
+    /// iterations; a quiet substep's iterations are about 11 a node at 5 iterations). A step
+    /// is shortened to the iterations the bound leaves, and the cap stops where not one is
+    /// left; the substep then counts as unmet ([`crate::StepCounters::cap_unmet`]) and ends
+    /// with the strain the cap reached, the bodies and limits still satisfied. Default `24`
+    /// (about two quiet substeps' work; see the module docs for what it keeps); positive,
+    /// `f64::INFINITY` for no bound beyond `steps` x `cg_iterations`.
+    pub work: f64,
 }
 
 impl Default for StrainCap {
@@ -69,6 +90,7 @@ impl Default for StrainCap {
             tolerance: 0.03,
             steps: 16,
             cg_iterations: 20,
+            work: 24.0,
         }
     }
 }
@@ -79,13 +101,15 @@ impl StrainCap {
         tolerance: 0.03,
         steps: 0,
         cg_iterations: 20,
+        work: f64::INFINITY,
     };
 
     /// Most steps, and most conjugate-gradient iterations a step, accepted.
     pub const MAX_ITERATIONS: u32 = 1000;
 
-    /// Checks the tolerance (in (0, 1)), the steps (at most [`StrainCap::MAX_ITERATIONS`]) and
-    /// the conjugate-gradient iterations (1 to [`StrainCap::MAX_ITERATIONS`]).
+    /// Checks the tolerance (in (0, 1)), the steps (at most [`StrainCap::MAX_ITERATIONS`]), the
+    /// conjugate-gradient iterations (1 to [`StrainCap::MAX_ITERATIONS`]) and the work bound
+    /// (positive).
     pub fn validate(&self) -> Result<(), ClothError> {
         if !(self.tolerance > 0.0 && self.tolerance < 1.0) {
             return Err(ClothError::InvalidSetting {
@@ -97,6 +121,12 @@ impl StrainCap {
             return Err(ClothError::InvalidSetting {
                 name: "strain_cap.steps",
                 reason: format!("at most {}, got {}", Self::MAX_ITERATIONS, self.steps),
+            });
+        }
+        if self.work.is_nan() || self.work <= 0.0 {
+            return Err(ClothError::InvalidSetting {
+                name: "strain_cap.work",
+                reason: format!("must be positive (or infinite), got {}", self.work),
             });
         }
         if !(1..=Self::MAX_ITERATIONS).contains(&self.cg_iterations) {
@@ -126,12 +156,13 @@ pub(crate) fn apply(
     x: &mut [DVec3],
     scratch: &mut ProjectionScratch,
 ) {
-    scratch.begin();
+    scratch.begin(model, cap);
     for _ in 0..cap.steps {
         if !project(model, x, cap, &[], scratch) {
             break;
         }
     }
+    scratch.end(cap);
 }
 
 /// One row of the projection, linearised at the current positions: a half edge outside the
@@ -162,6 +193,57 @@ const NO_NODE: u32 = u32::MAX;
 /// 6.7 at 5 %).
 const AIM_INSIDE: f64 = 0.02;
 
+/// The half edges the cap holds (each base edge's two halves through its red midpoint, or the
+/// edge itself on a plain mesh) with their rest lengths, and the half edges at each node: a
+/// step moves only its rows' nodes, so the next step tests only the half edges at those.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct HalfEdges {
+    /// Per half edge: its two nodes and its rest length.
+    halves: Vec<(u32, u32, f64)>,
+    /// The half edges at node `n` are `at[start[n]..start[n + 1]]`.
+    start: Vec<u32>,
+    at: Vec<u32>,
+}
+
+impl HalfEdges {
+    /// The half edges of `edges` on a mesh of `nodes` nodes.
+    pub(crate) fn new(edges: &[StrainEdge], nodes: usize) -> Self {
+        let mut halves = Vec::with_capacity(2 * edges.len());
+        for e in edges {
+            match e.mid {
+                Some(m) => {
+                    let h = 0.5 * e.rest_length;
+                    halves.push((e.a, m, h));
+                    halves.push((m, e.b, h));
+                }
+                None => halves.push((e.a, e.b, e.rest_length)),
+            }
+        }
+        let mut start = vec![0u32; nodes + 1];
+        for &(i, j, _) in &halves {
+            start[i as usize + 1] += 1;
+            start[j as usize + 1] += 1;
+        }
+        for n in 0..nodes {
+            start[n + 1] += start[n];
+        }
+        let mut fill = start.clone();
+        let mut at = vec![0u32; 2 * halves.len()];
+        for (k, &(i, j, _)) in halves.iter().enumerate() {
+            for n in [i, j] {
+                at[fill[n as usize] as usize] = k as u32;
+                fill[n as usize] += 1;
+            }
+        }
+        Self { halves, start, at }
+    }
+
+    /// The half edges at node `n`.
+    fn at(&self, n: u32) -> &[u32] {
+        &self.at[self.start[n as usize] as usize..self.start[n as usize + 1] as usize]
+    }
+}
+
 /// The fast projection's buffers, reused from substep to substep (sized for the largest model
 /// seen: a workspace that has served it allocates nothing more).
 #[derive(Debug, Default)]
@@ -170,37 +252,93 @@ pub(crate) struct ProjectionScratch {
     cg: Cg,
     /// Per node, `J^T v` of the vector being multiplied.
     node: Vec<DVec3>,
-    /// Per half edge (`2 x edge + half`), whether a step of this substep's cap has made it a
-    /// row: it stays one (held at its length where it is now within the band), so that the
-    /// next steps do not carry it back out.
+    /// Per half edge, whether a step of this substep's cap has made it a row: it stays one
+    /// (held at its length where it is now within the band), so that the next steps do not
+    /// carry it back out. `held_list` lists them.
     held: Vec<bool>,
+    held_list: Vec<u32>,
+    /// The half edges this step made rows (joining `held_list` after it).
+    held_new: Vec<u32>,
+    /// Per half edge, the number of the last test that saw it (a step tests each half edge
+    /// once), and that number now.
+    seen: Vec<u32>,
+    test: u32,
+    /// The nodes the last step moved (whose half edges the next step tests).
+    moved: Vec<u32>,
+    /// Whether this substep's cap has tested every half edge (its first test does).
+    scanned: bool,
+    /// Steps taken in this substep's cap.
+    substep_steps: u32,
+    /// Work this substep's cap may still do (units of [`StepCounters::work`]), and whether it
+    /// stopped for want of it.
+    work_left: f64,
+    out_of_work: bool,
+    /// Counts of the frame's cap steps (gathered by `Workspace::take_counters`).
+    pub(crate) counters: StepCounters,
 }
 
 impl ProjectionScratch {
     /// Sizes the buffers for `model` (every half edge may be active).
     pub(crate) fn ensure(&mut self, model: &ClothModel) {
+        let halves = model.cap_halves().halves.len();
+        let nodes = model.mesh.node_count();
         // Every half edge and every node (a contact row) may be active.
-        let halves = 2 * model.mesh.strain_edges().len() + model.mesh.node_count();
+        let rows = halves + nodes;
         let cg = &mut self.cg;
         for v in [&mut cg.lambda, &mut cg.r, &mut cg.z, &mut cg.p, &mut cg.ap] {
+            v.reserve(rows.saturating_sub(v.len()));
+        }
+        self.active.reserve(rows.saturating_sub(self.active.len()));
+        for v in [&mut self.held_list, &mut self.held_new] {
             v.reserve(halves.saturating_sub(v.len()));
         }
-        self.active
-            .reserve(halves.saturating_sub(self.active.len()));
-        self.node.resize(model.mesh.node_count(), DVec3::ZERO);
-        self.held.resize(2 * model.mesh.strain_edges().len(), false);
+        self.moved.reserve(nodes.saturating_sub(self.moved.len()));
+        self.node.resize(nodes, DVec3::ZERO);
+        if self.held.len() < halves {
+            self.held.resize(halves, false);
+            self.seen.resize(halves, 0);
+        }
     }
 
-    /// Starts a substep's cap: no half edge held yet.
-    pub(crate) fn begin(&mut self) {
-        self.held.fill(false);
+    /// Starts a substep's cap on `model`: no half edge held yet, its work bound whole.
+    pub(crate) fn begin(&mut self, model: &ClothModel, cap: &StrainCap) {
+        for &k in &self.held_list {
+            self.held[k as usize] = false;
+        }
+        self.held_list.clear();
+        self.moved.clear();
+        self.scanned = false;
+        self.substep_steps = 0;
+        self.work_left = cap.work * model.mesh.node_count() as f64;
+        self.out_of_work = false;
+    }
+
+    /// Ends a substep's cap: counts it unmet if it used every step `cap` allows (the last
+    /// one found half edges outside the band) or ran out of work.
+    pub(crate) fn end(&mut self, cap: &StrainCap) {
+        if cap.is_on() && (self.substep_steps >= cap.steps || self.out_of_work) {
+            self.counters.cap_unmet += 1;
+        }
+    }
+
+    /// A new test number (every half edge unseen by it).
+    fn next_test(&mut self) -> u32 {
+        self.test = self.test.wrapping_add(1);
+        if self.test == 0 {
+            self.seen.fill(0);
+            self.test = 1;
+        }
+        self.test
     }
 }
 
 /// One step of the fast projection onto the band of `cap` (see the module docs): the half
 /// edges outside it, linearised, brought onto its nearer end together, the system solved by at
-/// most `cap.cg_iterations` Jacobi-preconditioned conjugate-gradient iterations. Returns whether
-/// any half edge was outside the band (and the positions moved).
+/// most `cap.cg_iterations` Jacobi-preconditioned conjugate-gradient iterations (fewer where
+/// the work bound [`StrainCap::work`] leaves fewer). The substep's first step tests every half
+/// edge; each later one, the rows held and the half edges at the nodes the last step moved
+/// (no other half edge has changed). Returns whether any half edge was outside the band and
+/// the positions moved.
 pub(crate) fn project(
     model: &ClothModel,
     x: &mut [DVec3],
@@ -217,14 +355,30 @@ pub(crate) fn project(
     // linearisation error (second order in its motion) lands within the band rather than a
     // hair outside it, which would cost another step.
     let aim = tol * (1.0 - AIM_INSIDE);
+    if s.scanned && s.work_left <= 0.0 {
+        s.out_of_work = true;
+        return false;
+    }
+    let topo = model.cap_halves();
+    let test = s.next_test();
     s.active.clear();
     let mut outside = false;
-    let (active, held) = (&mut s.active, &mut s.held);
-    let mut half = |k: usize, i: usize, j: usize, rest: f64, x: &[DVec3]| {
+    let mut tests = 0u64;
+    s.held_new.clear();
+    let (active, held, held_new, seen) = (&mut s.active, &mut s.held, &mut s.held_new, &mut s.seen);
+    let mut half = |k: u32, x: &[DVec3]| {
+        let ku = k as usize;
+        if seen[ku] == test {
+            return;
+        }
+        seen[ku] = test;
+        tests += 1;
+        let (i, j, rest) = topo.halves[ku];
+        let (i, j) = (i as usize, j as usize);
         let d = x[j] - x[i];
         let (dd, r2) = (d.length_squared(), rest * rest);
         let within = dd >= lo * r2 && dd <= hi * r2;
-        if within && !held[k] {
+        if within && !held[ku] {
             return;
         }
         let (wi, wj) = (inv_mass(i), inv_mass(j));
@@ -240,7 +394,10 @@ pub(crate) fn project(
             (1.0 - aim) * rest
         };
         outside |= !within;
-        held[k] = true;
+        if !held[ku] {
+            held[ku] = true;
+            held_new.push(k);
+        }
         active.push(Active {
             i: i as u32,
             j: j as u32,
@@ -250,17 +407,25 @@ pub(crate) fn project(
             c: len - target,
         });
     };
-    for (k, e) in model.mesh.strain_edges().iter().enumerate() {
-        let (a, b) = (e.a as usize, e.b as usize);
-        match e.mid {
-            Some(m) => {
-                let h = 0.5 * e.rest_length;
-                half(2 * k, a, m as usize, h, x);
-                half(2 * k + 1, m as usize, b, h, x);
+    if !s.scanned {
+        for k in 0..topo.halves.len() as u32 {
+            half(k, x);
+        }
+    } else {
+        // The rows held, then the half edges at the nodes the last step moved.
+        for &k in &s.held_list {
+            half(k, x);
+        }
+        for &n in &s.moved {
+            for &k in topo.at(n) {
+                half(k, x);
             }
-            None => half(2 * k, a, b, e.rest_length, x),
         }
     }
+    s.scanned = true;
+    s.held_list.extend_from_slice(&s.held_new);
+    s.counters.cap_edge_tests += tests;
+    s.work_left -= tests as f64 * weight::CAP_EDGE_TEST;
     if !outside {
         return false;
     }
@@ -280,7 +445,22 @@ pub(crate) fn project(
             });
         }
     }
-    solve(&s.active, cap.cg_iterations, &mut s.cg, &mut s.node);
+    // The iterations the work bound leaves (each multiplies every row once).
+    let per_iteration = s.active.len() as f64 * weight::CAP_ROW_ITERATION;
+    let affordable = (s.work_left / per_iteration).floor();
+    if affordable < 1.0 {
+        s.out_of_work = true;
+        return false;
+    }
+    let iterations = cap
+        .cg_iterations
+        .min(affordable.min(u32::MAX as f64) as u32);
+    s.substep_steps += 1;
+    s.counters.cap_steps += 1;
+    let done = solve(&s.active, iterations, &mut s.cg, &mut s.node);
+    s.work_left -= f64::from(done) * per_iteration;
+    s.counters.cap_cg_iterations += done;
+    s.counters.cap_row_iterations += s.active.len() as u64 * u64::from(done);
     let act = &s.active;
     // dx = -W J^T lambda.
     for a in act {
@@ -297,12 +477,14 @@ pub(crate) fn project(
             s.node[a.j as usize] += l * a.n;
         }
     }
+    s.moved.clear();
     for a in act {
         for (n, w) in [(a.i, a.wi), (a.j, a.wj)] {
             let n = n as usize;
             if n != NO_NODE as usize && w > 0.0 && s.node[n] != DVec3::ZERO {
                 x[n] -= w * s.node[n];
                 s.node[n] = DVec3::ZERO;
+                s.moved.push(n as u32);
             }
         }
     }
@@ -321,7 +503,8 @@ struct Cg {
 
 /// `J W J^T lambda = c` over the rows `act`, by at most `iterations` Jacobi-preconditioned
 /// conjugate-gradient iterations from zero, into `cg.lambda`; `node` is per-node scratch.
-fn solve(act: &[Active], iterations: u32, cg: &mut Cg, node: &mut [DVec3]) {
+/// Returns the iterations run.
+fn solve(act: &[Active], iterations: u32, cg: &mut Cg, node: &mut [DVec3]) -> u32 {
     let m = act.len();
     // `out = J W J^T v` through the nodes: `J^T v` scattered, scaled by W, gathered. A half
     // edge's row is `-n` on `i` and `n` on `j`, a contact row `n` on `i`.
@@ -359,8 +542,10 @@ fn solve(act: &[Active], iterations: u32, cg: &mut Cg, node: &mut [DVec3]) {
     cg.p.copy_from_slice(&cg.z);
     let mut rz: f64 = cg.r.iter().zip(&cg.z).map(|(r, z)| r * z).sum();
     let tiny = 1e-12 * rz.abs();
+    let mut done = 0;
     for _ in 0..iterations {
         multiply(&cg.p, node, &mut cg.ap);
+        done += 1;
         let pap: f64 = cg.p.iter().zip(&cg.ap).map(|(p, q)| p * q).sum();
         if pap.is_nan() || pap <= 0.0 {
             break;
@@ -381,4 +566,5 @@ fn solve(act: &[Active], iterations: u32, cg: &mut Cg, node: &mut [DVec3]) {
             *p = z + beta * *p;
         }
     }
+    done
 }

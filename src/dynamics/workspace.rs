@@ -18,6 +18,7 @@ use std::cell::RefCell;
 use glam::DVec3;
 
 use crate::contact::collision::pass::ContactPass;
+use crate::counters::StepCounters;
 use crate::model::ClothModel;
 use crate::solver::Scratch;
 
@@ -50,6 +51,15 @@ impl Workspace {
         self.scratch.ensure(model);
         self.x_new.resize(n, DVec3::ZERO);
         self.split.resize(n, false);
+    }
+
+    /// The counts the stages gathered since the last call, summed, and theirs cleared.
+    pub(crate) fn take_counters(&mut self) -> StepCounters {
+        let mut c = std::mem::take(&mut self.scratch.counters);
+        c += std::mem::take(&mut self.scratch.cap.counters);
+        c += std::mem::take(&mut self.contact_pass.counters);
+        c.self_pair_visits += std::mem::take(&mut self.contact_pass.self_contact.visits);
+        c
     }
 }
 

@@ -55,6 +55,7 @@ use crate::cloth::{Cloth, StepReport};
 use crate::collision::{
     ColliderId, ColliderSet, ColliderShape, CollisionGroups, ContactSettings, Pose,
 };
+use crate::counters::StepCounters;
 use crate::energy::SolverWeights;
 use crate::error::ClothError;
 use crate::layering::{ClothLayers, HoldsCloth};
@@ -76,8 +77,11 @@ use crate::strain_cap::StrainCap;
 pub struct ClothSim {
     /// The core cloth, stepped by [`ClothSystems::S2Step`].
     pub cloth: Cloth,
-    /// What the last tick did.
+    /// What the last tick that stepped this cloth did.
     pub last_step: StepReport,
+    /// Whether the last tick stepped this cloth (else `last_step` is an earlier tick's: a
+    /// cloth on a rung that follows the skin, or one whose step failed).
+    pub stepped: bool,
     /// The last error the step returned (the cloth is then left as it was), if any.
     pub last_error: Option<ClothError>,
 }
@@ -88,8 +92,30 @@ impl ClothSim {
         Self {
             cloth,
             last_step: StepReport::default(),
+            stepped: false,
             last_error: None,
         }
+    }
+}
+
+/// What the last tick's cloth step did, summed over the cloths it stepped (a [`Resource`],
+/// written by [`count_cloth_work`] at the end of [`ClothSystems::S2Step`]): the per-stage counts
+/// and [`StepCounters::work`], a figure a game can plan a frame on where wall time on a shared
+/// machine cannot be.
+#[derive(Resource, Debug, Clone, Copy, Default, PartialEq)]
+pub struct ClothTickCounters {
+    /// The counts of every cloth stepped this tick, summed.
+    pub counters: StepCounters,
+    /// Cloths stepped this tick.
+    pub cloths: u32,
+    /// Cloths whose step a bound degraded ([`StepCounters::degraded`]).
+    pub degraded: u32,
+}
+
+impl ClothTickCounters {
+    /// The tick's work ([`StepCounters::work`] of the summed counts).
+    pub fn work(&self) -> f64 {
+        self.counters.work()
     }
 }
 
@@ -184,8 +210,8 @@ pub struct BudgetPreset {
     pub method: SolverMethod,
     /// The strain cap at the end of each substep: its tolerance, and its steps and
     /// conjugate-gradient iterations (the cap's part of the budget; [`crate::strain_cap`]).
-    /// Default [`StrainCap::default`] (3 %, at most 16 steps of 20) in every shipped preset; a
-    /// file without it gets that default. A per-cloth tolerance goes in that cloth's
+    /// Default [`StrainCap::default`] (3 %, at most 16 steps of 20 within 24 work units a
+    /// node) in every shipped preset; a file without it gets that default. A per-cloth tolerance goes in that cloth's
     /// [`ClothConfigOverride`].
     #[serde(deserialize_with = "checked")]
     pub strain_cap: StrainCap,
@@ -598,7 +624,11 @@ pub fn add_cloth_systems(schedule: &mut Schedule) {
             .chain()
             .in_set(ClothSystems::S1GatherPoses),
     );
-    schedule.add_systems(step_cloths.in_set(ClothSystems::S2Step));
+    schedule.add_systems(
+        (step_cloths, count_cloth_work)
+            .chain()
+            .in_set(ClothSystems::S2Step),
+    );
     schedule.add_systems(
         (write_render_meshes, end_cloth_tick)
             .chain()
@@ -705,6 +735,24 @@ pub fn init_cloth_resources(world: &mut World) {
     if !world.contains_resource::<ClothColliders>() {
         world.insert_resource(ClothColliders::default());
     }
+    if !world.contains_resource::<ClothTickCounters>() {
+        world.insert_resource(ClothTickCounters::default());
+    }
+}
+
+/// Last in S2 (with a [`ClothTickCounters`] resource): the tick's counts, summed over the
+/// cloths [`step_cloths`] stepped.
+pub fn count_cloth_work(cloths: Query<&ClothSim>, counters: Option<ResMut<ClothTickCounters>>) {
+    let Some(mut out) = counters else {
+        return;
+    };
+    let mut sum = ClothTickCounters::default();
+    for sim in cloths.iter().filter(|s| s.stepped) {
+        sum.counters += sim.last_step.counters;
+        sum.cloths += 1;
+        sum.degraded += u32::from(sim.last_step.counters.degraded());
+    }
+    *out = sum;
 }
 
 /// S1: poses the shared collider set from the bone colliders ([`ClothColliders::gather`]). New
@@ -972,6 +1020,9 @@ pub fn step_cloths(
     let config = &*config;
     let set = &colliders.set;
     let mut all: Vec<_> = cloths.iter_mut().collect();
+    for item in all.iter_mut() {
+        item.1.stepped = false;
+    }
     // The layered cloths first, in layer order (order, then entity), then every other cloth.
     all.sort_by_key(|item| match layered.get(item.0) {
         Ok(layer) => (0, layer.order, item.0),
@@ -1214,6 +1265,7 @@ fn finish_step(sim: &mut ClothSim, result: Result<Option<StepReport>, ClothError
         Ok(report) => {
             if let Some(r) = report {
                 sim.last_step = r;
+                sim.stepped = true;
             }
             sim.last_error = None;
         }

@@ -591,6 +591,7 @@ fn step_group<T: HoldsCloth>(
         item.cloth_mut().end_frame(frame, colliders, ws);
         *report = frame.report;
     }
+    reports[0].counters.layer_pair_visits += lc.pair_visits;
     Ok(())
 }
 

@@ -733,6 +733,11 @@ pub struct Summary {
     pub nodes: usize,
     /// Wall time of each tick, ms.
     pub times: Vec<f64>,
+    /// Work of each tick, every cloth's ([`crate::StepCounters::work`]).
+    pub work: Vec<f64>,
+    /// Ticks in which a bound stopped a stage of some cloth short
+    /// ([`crate::StepCounters::degraded`]).
+    pub degraded_frames: u32,
     /// Worst max render-mesh strain over the frames (and the cloths).
     pub max_strain: f64,
     /// Worst mean strain over the frames.
@@ -763,6 +768,17 @@ pub struct Summary {
     /// The least distance between two layered cloths over the frames, within 5 cm
     /// ([`crate::layers::layer_separation`]; infinite without layers or farther apart).
     pub min_separation_m: f64,
+}
+
+impl Summary {
+    /// The median, 99th percentile and maximum of the ticks' work and wall time.
+    pub fn costs(&self) -> crate::counters::CostSummary {
+        let mut c = crate::counters::FrameCosts::with_capacity(self.times.len());
+        for (&w, &ms) in self.work.iter().zip(&self.times) {
+            c.record(w, ms);
+        }
+        c.summary()
+    }
 }
 
 /// Reads, validates and runs the scenario file at `path` headless through the ECS layer,
@@ -1251,6 +1267,8 @@ impl LoadedScenario {
             frames,
             nodes,
             times: Vec::with_capacity(frames as usize),
+            work: Vec::with_capacity(frames as usize),
+            degraded_frames: 0,
             max_strain: 0.0,
             mean_strain: 0.0,
             pinned_max_strain: 0.0,
@@ -1281,6 +1299,16 @@ impl LoadedScenario {
             let start = Instant::now();
             schedule.run(&mut world);
             sum.times.push(start.elapsed().as_secs_f64() * 1e3);
+            let mut counters = crate::counters::StepCounters::default();
+            for &e in &cloths {
+                counters += world
+                    .get::<ClothSim>(e)
+                    .ok_or("cloth vanished")?
+                    .last_step
+                    .counters;
+            }
+            sum.work.push(counters.work());
+            sum.degraded_frames += u32::from(counters.degraded());
             for (k, &entity) in cloths.iter().enumerate() {
                 let sim = world.get::<ClothSim>(entity).ok_or("cloth vanished")?;
                 if let Some(e) = &sim.last_error {
