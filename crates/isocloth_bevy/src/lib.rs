@@ -83,8 +83,9 @@ use bevy_transform::components::{GlobalTransform, Transform};
 use glam::{DVec3, Mat4, Vec3};
 use isocloth::attachment::{AttachError, AttachmentSettings, Attachments, Influence};
 use isocloth::ecs::{
-    ClothColliders, ClothConfig, ClothDrawn, ClothLod, begin_cloth_tick, end_cloth_tick,
-    init_cloth_resources, plan_cloth_lod, skin_use, step_cloths, update_pin_exclusions,
+    ClothColliders, ClothConfig, ClothDrawn, ClothLod, begin_cloth_tick, count_cloth_work,
+    end_cloth_tick, init_cloth_resources, plan_cloth_lod, skin_use, step_cloths,
+    update_pin_exclusions,
 };
 use isocloth::{
     BaseMesh, Cloth, ClothError, ClothMesh, ClothModel, ColliderError, ColliderShape,
@@ -97,8 +98,8 @@ pub use isocloth::ecs::{
     ClothCollisionGroups, ClothConfigOverride, ClothLayer, ClothLayering, ClothSim, ClothSystems,
 };
 
-/// Adds isocloth to a Bevy app: the [`ClothConfig`] and [`ClothColliders`] resources (where
-/// missing), the systems in their numbered sets on `FixedUpdate`, and the fixed timestep.
+/// Adds isocloth to a Bevy app: the [`ClothConfig`], [`ClothColliders`] and
+/// `ClothTickCounters` resources (where missing), the systems in their numbered sets on `FixedUpdate`, and the fixed timestep.
 #[derive(Debug, Clone)]
 pub struct IsoclothPlugin {
     /// Sets `Time<Fixed>` to [`ClothConfig::timestep`] (1/60 s unless the app inserted a config
@@ -150,7 +151,12 @@ impl Plugin for IsoclothPlugin {
             FixedUpdate,
             play_characters.before(ClothSystems::S1GatherPoses),
         );
-        app.add_systems(FixedUpdate, step_cloths.in_set(ClothSystems::S2Step));
+        app.add_systems(
+            FixedUpdate,
+            (step_cloths, count_cloth_work)
+                .chain()
+                .in_set(ClothSystems::S2Step),
+        );
         app.add_systems(
             FixedUpdate,
             (write_meshes, end_cloth_tick)

@@ -137,6 +137,9 @@ fn the_mesh_asset_falls_with_the_cloth() {
     let mesh = app.world().resource::<Assets<Mesh>>().get(handle).unwrap();
     assert!(mesh.attribute(Mesh::ATTRIBUTE_NORMAL).is_some());
     assert!(mesh.attribute(Mesh::ATTRIBUTE_UV_0).is_some());
+    // The last tick's counts: the one sheet, its 2 x 5 solves.
+    let tick = app.world().resource::<isocloth::ecs::ClothTickCounters>();
+    assert_eq!((tick.cloths, tick.counters.solves), (1, 10));
 }
 
 fn spawn_bone(app: &mut App, at: Vec3) -> Entity {
