@@ -56,6 +56,9 @@
 //!   behind the limb inside its footprint during the sweep and 5 frames after) is reported.
 //!   The path is the straight chord over a whole frame, so a node that whips more than about
 //!   130 degrees around a body within one frame (a torn, snapping cloth) is counted as well;
+//! - `work_median`, `work_p99`, `work_max`: the frames' counted work (`isocloth::counters`),
+//!   and at the top level `worst_work_ratio`, the largest of the cells' `work_max /
+//!   work_median`;
 //! - `frame_ms_median`, `frame_ms_p99`: wall time of the step call of each frame
 //!   (`Cloth::step_with`; for f the whole ECS tick, as in `cape`). Cells run one after another
 //!   on the main thread, so the timings are not disturbed by other cells (only by whatever else
@@ -114,6 +117,7 @@ use std::time::Instant;
 use cape_scene::CapeScene;
 use collide_scenes::{LimbSweep, lying, two_body_drop};
 use glam::{DQuat, DVec2, DVec3, Vec3};
+use isocloth::counters::FrameCosts;
 use isocloth::ecs::{BudgetPreset, ClothConfig};
 use isocloth::obj::{ObjMesh, ObjOptions};
 use isocloth::{
@@ -372,6 +376,8 @@ struct Recorder {
     rest_strain: Option<f64>,
     penetration: f64,
     times_ms: Vec<f64>,
+    /// Each frame's counted work (`isocloth::counters`).
+    work: Vec<f64>,
     non_finite: bool,
     previous: Vec<DVec3>,
     tunnelled: Vec<bool>,
@@ -391,6 +397,7 @@ impl Recorder {
             rest_strain: None,
             penetration: 0.0,
             times_ms: Vec::with_capacity(frames),
+            work: Vec::with_capacity(frames),
             non_finite: false,
             previous: start.to_vec(),
             tunnelled: vec![false; start.len()],
@@ -400,10 +407,11 @@ impl Recorder {
 
     /// Records a frame just stepped: `colliders` still holds the frame's start and end poses
     /// (before `finish_frame`).
-    fn record(&mut self, cloth: &Cloth, colliders: &ColliderSet, ms: f64) {
+    fn record(&mut self, cloth: &Cloth, colliders: &ColliderSet, (ms, work): (f64, f64)) {
         let frame = self.frames;
         self.frames += 1;
         self.times_ms.push(ms);
+        self.work.push(work);
         let m = cloth.measures();
         self.max_strain = self.max_strain.max(m.max_strain);
         self.mean_strain = self.mean_strain.max(m.mean_strain);
@@ -570,6 +578,8 @@ struct Cell {
     inside: usize,
     median_ms: f64,
     p99_ms: f64,
+    /// The frames' work: median, 99th percentile, maximum.
+    work: (f64, f64, f64),
     recoveries: u64,
     non_finite: bool,
     creep: Option<f64>,
@@ -629,6 +639,9 @@ impl Cell {
             "nodes_inside_body": self.inside,
             "frame_ms_median": self.median_ms,
             "frame_ms_p99": self.p99_ms,
+            "work_median": self.work.0,
+            "work_p99": self.work.1,
+            "work_max": self.work.2,
             "recoveries": self.recoveries,
             "non_finite": self.non_finite,
             "creep_m": self.creep,
@@ -907,11 +920,14 @@ fn run_core(scene: &Scene, settings: SolverSettings, seed: u64) -> Result<Outcom
         let start = Instant::now();
         let result = cloth.step_with(DT, &colliders);
         let ms = start.elapsed().as_secs_f64() * 1e3;
-        if let Err(e) = result {
-            error = Some(format!("frame {frame}: {e}"));
-            break;
-        }
-        rec.record(&cloth, &colliders, ms);
+        let work = match result {
+            Ok(report) => report.counters.work(),
+            Err(e) => {
+                error = Some(format!("frame {frame}: {e}"));
+                break;
+            }
+        };
+        rec.record(&cloth, &colliders, (ms, work));
         motion.observe(frame, &cloth);
         colliders.finish_frame();
     }
@@ -1008,7 +1024,8 @@ fn run_cape(preset: &BudgetPreset, limits: bool, seed: u64) -> Result<Outcome, B
             error = Some(format!("frame {frame}: {e}"));
             break;
         }
-        rec.record(&sim.cloth, cape.colliders(), ms);
+        let work = sim.last_step.counters.work();
+        rec.record(&sim.cloth, cape.colliders(), (ms, work));
     }
     let cam = Camera::following(cape.camera_target(), cape.walker.heading, TILE_W, TILE_H);
     let style = Style {
@@ -1167,6 +1184,11 @@ fn run_cell(scene: &Scene, preset: &BudgetPreset, seed: u64) -> Result<Cell, Box
         });
     }
     let (median_ms, p99_ms) = rec.timing();
+    let mut costs = FrameCosts::with_capacity(rec.work.len());
+    for (&w, &ms) in rec.work.iter().zip(&rec.times_ms) {
+        costs.record(w, ms);
+    }
+    let c = costs.summary();
     Ok(Cell {
         scene: scene.name.clone(),
         preset: preset.name.clone(),
@@ -1180,6 +1202,7 @@ fn run_cell(scene: &Scene, preset: &BudgetPreset, seed: u64) -> Result<Cell, Box
         inside: rec.inside,
         median_ms,
         p99_ms,
+        work: (c.work_median, c.work_p99, c.work_max),
         recoveries: out.recoveries,
         non_finite: rec.non_finite,
         creep: out.creep,
@@ -1507,8 +1530,15 @@ fn main() -> Result<(), Box<dyn Error>> {
     println!("cells run one after another in {run_s:.1} s");
     println!("contact sheet: {}", sheet_path.display());
 
+    // The dearest frame's work over the median frame's, worst over the cells.
+    let work_ratio = cells
+        .iter()
+        .map(|c| c.work.2 / c.work.0.max(1.0))
+        .fold(0.0, f64::max);
+    println!("worst cell: its dearest frame {work_ratio:.2}x its median frame's work");
     let json = serde_json::json!({
         "example": "contact_gallery",
+        "worst_work_ratio": work_ratio,
         "cells": cells.iter().map(Cell::json).collect::<Vec<_>>(),
         "cells_total": cells.len(),
         "cells_passing": cells.len() - failing.len(),
