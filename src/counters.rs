@@ -68,8 +68,9 @@ pub(crate) mod weight {
 }
 
 impl StepCounters {
-    /// The step's work in units of one free node of one solve (see the module docs): a counted figure, identical from run to run and machine to machine, which a
-    /// budget can be planned on where wall time cannot.
+    /// The step's work in units of one free node of one solve (see the module docs): a
+    /// counted figure, identical from run to run and machine to machine, which a budget can be
+    /// planned on where wall time cannot.
     pub fn work(&self) -> f64 {
         use weight::*;
         self.solve_nodes as f64 * SOLVE_NODE
@@ -153,26 +154,6 @@ impl FrameCosts {
     pub fn record(&mut self, work: f64, step_ms: f64) {
         self.work.push(work);
         self.ms.push(step_ms);
-    }
-
-    /// Frames recorded.
-    pub fn len(&self) -> usize {
-        self.ms.len()
-    }
-
-    /// Whether no frame was recorded.
-    pub fn is_empty(&self) -> bool {
-        self.ms.is_empty()
-    }
-
-    /// The step times recorded, in frame order (ms).
-    pub fn step_ms(&self) -> &[f64] {
-        &self.ms
-    }
-
-    /// The work recorded, in frame order.
-    pub fn work(&self) -> &[f64] {
-        &self.work
     }
 
     /// Median, 99th percentile and maximum of the work and of the step times (the element at

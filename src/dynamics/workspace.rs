@@ -57,7 +57,7 @@ impl Workspace {
     pub(crate) fn take_counters(&mut self) -> StepCounters {
         let mut c = std::mem::take(&mut self.scratch.counters);
         c += std::mem::take(&mut self.scratch.cap.counters);
-        c += std::mem::take(&mut self.contact_pass.counters);
+        c.contact_tests += std::mem::take(&mut self.contact_pass.tests);
         c.self_pair_visits += std::mem::take(&mut self.contact_pass.self_contact.visits);
         c
     }

@@ -31,7 +31,6 @@ use super::{BodyExclusions, ColliderSet, ContactForce, ContactSettings};
 use crate::contact::bounds::Aabb;
 use crate::contact::limits::NodeLimit;
 use crate::contact::self_contact::{RawPair, SelfContact, SelfFrame};
-use crate::counters::StepCounters;
 use crate::flags::NodeFlags;
 
 /// One (node, body) pair near enough to touch during a substep, with its contact force.
@@ -230,8 +229,9 @@ pub(crate) struct ContactPass {
     /// zero throughout the substep).
     saved_force: Vec<DVec3>,
     saved_node_force: Vec<DVec3>,
-    /// The frame's node-against-body tests (gathered by `Workspace::take_counters`).
-    pub(crate) counters: StepCounters,
+    /// The frame's node-against-body tests (gathered by `Workspace::take_counters` as
+    /// [`crate::counters::StepCounters::contact_tests`]).
+    pub(crate) tests: u64,
 }
 
 /// A node this close to a body's inflated surface (metres) at the end of a substep, or pushed
@@ -417,7 +417,7 @@ impl ContactPass {
                 return;
             }
         }
-        self.counters.contact_tests += (self.near.len() * free_nodes.len()) as u64;
+        self.tests += (self.near.len() * free_nodes.len()) as u64;
         let mut next_limit = 0;
         for &i in free_nodes {
             let (a, b) = (x_start[i as usize], x_pred[i as usize]);
@@ -1073,7 +1073,7 @@ impl ContactPass {
                 self.clear_of[c.node as usize] = c.body;
             }
         }
-        self.counters.contact_tests += (self.near.len() * free_nodes.len()) as u64;
+        self.tests += (self.near.len() * free_nodes.len()) as u64;
         for &c in &self.near {
             let (b0, b1) = (&self.bodies0[c as usize], &self.bodies1[c as usize]);
             let swept = &self.swept[c as usize];
