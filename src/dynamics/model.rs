@@ -232,6 +232,8 @@ pub struct ClothModel {
     /// The strain cap's half edges and the half edges at each node, built on first use
     /// ([`ClothModel::cap_halves`]).
     cap_halves: std::sync::OnceLock<crate::dynamics::strain_cap::HalfEdges>,
+    /// The strain cap's constant matrix, factored on first use ([`ClothModel::cap_system`]).
+    cap_system: std::sync::OnceLock<Option<crate::dynamics::strain_cap::CapSystem>>,
     /// `K` itself, assembled on first use ([`ClothModel::system`]; the factor's tests).
     #[cfg(test)]
     pub(crate) system: std::sync::OnceLock<CsrMatrix>,
@@ -337,6 +339,7 @@ impl ClothModel {
             tethers,
             self_topology: std::sync::OnceLock::new(),
             cap_halves: std::sync::OnceLock::new(),
+            cap_system: std::sync::OnceLock::new(),
             #[cfg(test)]
             system: std::sync::OnceLock::new(),
             stats,
@@ -403,6 +406,23 @@ impl ClothModel {
                 self.mesh.node_count(),
             )
         })
+    }
+
+    /// The strain cap's constant matrix for its global pass, factored on first use; `None`
+    /// where every node is pinned or the factorisation failed (the cap then runs its steps
+    /// alone).
+    pub(crate) fn cap_system(&self) -> Option<&crate::dynamics::strain_cap::CapSystem> {
+        self.cap_system
+            .get_or_init(|| {
+                crate::dynamics::strain_cap::CapSystem::new(
+                    self.cap_halves(),
+                    &self.masses,
+                    &self.pinned_mask,
+                )
+                .ok()
+                .flatten()
+            })
+            .as_ref()
     }
 
     /// The factored matrix `K` over the free nodes (free-node order), assembled again on first

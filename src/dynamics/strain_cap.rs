@@ -40,6 +40,20 @@
 //! A substep's first step tests every half edge; a later step tests only the rows held and the
 //! half edges at the nodes the last step moved (no other half edge changed).
 //!
+//! **The global pass** (opt-in, [`StrainCap::global_iterations`]). Before its first step, a
+//! substep that finds half edges outside the band may run a few majorise-minimise iterations of
+//! `E(x) = 1/2 sum_e w_e dist(A_e x, band_e)^2` with one constant matrix, `M / (k m) + L` (`L`
+//! the half edges' Laplacian, factored once per model as the global step's matrix is): each
+//! gives every half edge outside the band a target on the band along its direction and moves the
+//! free nodes to the least-squares fit (one solve). No iteration raises `E`, and the solve
+//! moves the whole cloth, so a jerk's stretch is carried down a cape at once. It converges
+//! slowly where the fix needs the half edges to turn (each in-band half edge is held at its
+//! whole vector, not only its length): on the soft whipped cape the worst half edge went 8.4 ->
+//! 5.3 % over six iterations. What it buys, measured on the whipped cape (worst frame of 90,
+//! `tests/strain_cap.rs`, default work bound): at the soft weights, 3 %, 128 % without it and
+//! 11.5 % with 4 iterations; at the stiff weights, 3.0-4.5 % either way, and at 1 % without a
+//! work bound 4.3 % without it and 1.0 % with 4 (docs/lab/2026-12-02-cap-global.md).
+//!
 //! The cost is bounded three ways: [`StrainCap::steps`], [`StrainCap::cg_iterations`] a step,
 //! and [`StrainCap::work`], the work a substep's cap may do per node (its edge tests and its
 //! rows times its iterations, at the weights of [`crate::StepCounters::work`]): a step gets
@@ -55,8 +69,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::counters::{StepCounters, weight};
 use crate::error::ClothError;
+use crate::factor::{Lane4, ModelFactor, SymbolicFactor};
 use crate::mesh::StrainEdge;
 use crate::model::ClothModel;
+use crate::sparse::CsrMatrix;
 
 /// The strain cap's settings (see the module docs). All fields have documented defaults
 /// ([`StrainCap::default`]).
@@ -82,6 +98,16 @@ pub struct StrainCap {
     /// (about two quiet substeps' work; see the module docs for what it keeps); positive,
     /// `f64::INFINITY` for no bound beyond `steps` x `cg_iterations`.
     pub work: f64,
+    /// Iterations of the cap's global pass, run before its first step where a substep finds
+    /// half edges outside the band: each projects every half edge onto the band and takes the
+    /// least-squares positions from one solve with the cap's constant matrix (see the module
+    /// docs), carrying a stretch down the whole cloth at once. `0` skips it. Default `0`, an
+    /// opt-in: on the whipped cape at the soft weights ([`crate::SolverWeights::SOFT`], 3 %,
+    /// the default work bound) 4 iterations leave 11.5 % where the steps alone leave 128 %, but
+    /// at the stiff weights the steps alone do as well (3.0-4.5 % either way), and each
+    /// iteration costs one solve (docs/lab/2026-12-02-cap-global.md).
+    #[serde(default)]
+    pub global_iterations: u32,
 }
 
 impl Default for StrainCap {
@@ -91,6 +117,7 @@ impl Default for StrainCap {
             steps: 16,
             cg_iterations: 20,
             work: 24.0,
+            global_iterations: 0,
         }
     }
 }
@@ -102,6 +129,7 @@ impl StrainCap {
         steps: 0,
         cg_iterations: 20,
         work: f64::INFINITY,
+        global_iterations: 0,
     };
 
     /// Most steps, and most conjugate-gradient iterations a step, accepted.
@@ -115,6 +143,16 @@ impl StrainCap {
             return Err(ClothError::InvalidSetting {
                 name: "strain_cap.tolerance",
                 reason: format!("must be in (0, 1), got {}", self.tolerance),
+            });
+        }
+        if self.global_iterations > Self::MAX_ITERATIONS {
+            return Err(ClothError::InvalidSetting {
+                name: "strain_cap.global_iterations",
+                reason: format!(
+                    "at most {}, got {}",
+                    Self::MAX_ITERATIONS,
+                    self.global_iterations
+                ),
             });
         }
         if self.steps > Self::MAX_ITERATIONS {
@@ -244,11 +282,97 @@ impl HalfEdges {
     }
 }
 
+/// How stiff the half edges of the cap's constant matrix are against the nodes' masses: the
+/// matrix is `M / (GLOBAL_STIFFNESS m) + sum_e w_e A_e^T A_e` (`m` the mean free node's mass),
+/// so the mass term only regularises (it keeps a free cloth's mass-weighted centre where it
+/// is) and the solve is, to a part in `GLOBAL_STIFFNESS`, the least-squares fit of the nodes
+/// to the half edges' targets.
+const GLOBAL_STIFFNESS: f64 = 1e4;
+
+/// The cap's constant matrix over the free nodes, factored once per model: `M / (k m) + L`,
+/// `L = sum_e w_e A_e^T A_e` the half edges' Laplacian with `w_e = (r / rest_e)^2` (`r` the
+/// mean rest length, so each half edge weighs its strain alike) and `A_e x = x_j - x_i`.
+#[derive(Debug)]
+pub(crate) struct CapSystem {
+    symbolic: SymbolicFactor,
+    factor: ModelFactor,
+    /// Node of each row of the permuted system.
+    order: Vec<u32>,
+    /// Per half edge, `w_e`.
+    weight: Vec<f64>,
+}
+
+impl CapSystem {
+    /// Assembles and factors the matrix for `halves` on nodes of `masses` (`pinned` held).
+    /// `None` where every node is pinned.
+    pub(crate) fn new(
+        halves: &HalfEdges,
+        masses: &[f64],
+        pinned: &[bool],
+    ) -> Result<Option<Self>, ClothError> {
+        let n = masses.len();
+        let mut unknown = vec![u32::MAX; n];
+        let mut free = Vec::with_capacity(n);
+        for i in 0..n {
+            if !pinned[i] {
+                unknown[i] = free.len() as u32;
+                free.push(i as u32);
+            }
+        }
+        if free.is_empty() || halves.halves.is_empty() {
+            return Ok(None);
+        }
+        let mean_mass = free.iter().map(|&i| masses[i as usize]).sum::<f64>() / free.len() as f64;
+        let mean_rest = halves.halves.iter().map(|h| h.2).sum::<f64>() / halves.halves.len() as f64;
+        let weight: Vec<f64> = halves
+            .halves
+            .iter()
+            .map(|&(_, _, rest)| (mean_rest / rest).powi(2))
+            .collect();
+        let mut triplets = Vec::with_capacity(free.len() + 4 * halves.halves.len());
+        for (u, &i) in free.iter().enumerate() {
+            let m = masses[i as usize] / (GLOBAL_STIFFNESS * mean_mass);
+            triplets.push((u as u32, u as u32, m));
+        }
+        for (&(i, j, _), &w) in halves.halves.iter().zip(&weight) {
+            let (ui, uj) = (unknown[i as usize], unknown[j as usize]);
+            for u in [ui, uj] {
+                if u != u32::MAX {
+                    triplets.push((u, u, w));
+                }
+            }
+            if ui != u32::MAX && uj != u32::MAX {
+                triplets.push((ui, uj, -w));
+                triplets.push((uj, ui, -w));
+            }
+        }
+        let k = CsrMatrix::from_triplets(free.len(), &mut triplets);
+        drop(triplets);
+        let mut symbolic = SymbolicFactor::analyze(&k)?;
+        let factor = ModelFactor::factorize(&symbolic, &k)?;
+        symbolic.release_analysis();
+        let order = symbolic.perm().iter().map(|&u| free[u as usize]).collect();
+        Ok(Some(Self {
+            symbolic,
+            factor,
+            order,
+            weight,
+        }))
+    }
+}
+
 /// The fast projection's buffers, reused from substep to substep (sized for the largest model
 /// seen: a workspace that has served it allocates nothing more).
 #[derive(Debug, Default)]
 pub(crate) struct ProjectionScratch {
     active: Vec<Active>,
+    /// The half edge of each row of `active` that is one (contact rows have none).
+    active_half: Vec<u32>,
+    /// The global pass's right-hand side per node, and its solve's rows.
+    rhs: Vec<DVec3>,
+    lanes: Vec<Lane4>,
+    /// Whether this substep's cap has run its global pass (or found it not needed).
+    global_done: bool,
     cg: Cg,
     /// Per node, `J^T v` of the vector being multiplied.
     node: Vec<DVec3>,
@@ -289,6 +413,10 @@ impl ProjectionScratch {
             v.reserve(rows.saturating_sub(v.len()));
         }
         self.active.reserve(rows.saturating_sub(self.active.len()));
+        self.active_half
+            .reserve(halves.saturating_sub(self.active_half.len()));
+        self.rhs.resize(nodes, DVec3::ZERO);
+        self.lanes.resize(model.free_nodes.len(), Lane4::default());
         for v in [&mut self.held_list, &mut self.held_new] {
             v.reserve(halves.saturating_sub(v.len()));
         }
@@ -308,6 +436,7 @@ impl ProjectionScratch {
         self.held_list.clear();
         self.moved.clear();
         self.scanned = false;
+        self.global_done = false;
         self.substep_steps = 0;
         self.work_left = cap.work * model.mesh.node_count() as f64;
         self.out_of_work = false;
@@ -362,10 +491,17 @@ pub(crate) fn project(
     let topo = model.cap_halves();
     let test = s.next_test();
     s.active.clear();
+    s.active_half.clear();
     let mut outside = false;
     let mut tests = 0u64;
     s.held_new.clear();
-    let (active, held, held_new, seen) = (&mut s.active, &mut s.held, &mut s.held_new, &mut s.seen);
+    let (active, active_half, held, held_new, seen) = (
+        &mut s.active,
+        &mut s.active_half,
+        &mut s.held,
+        &mut s.held_new,
+        &mut s.seen,
+    );
     let mut half = |k: u32, x: &[DVec3]| {
         let ku = k as usize;
         if seen[ku] == test {
@@ -406,6 +542,7 @@ pub(crate) fn project(
             wj,
             c: len - target,
         });
+        active_half.push(k);
     };
     if !s.scanned {
         for k in 0..topo.halves.len() as u32 {
@@ -428,6 +565,15 @@ pub(crate) fn project(
     s.work_left -= tests as f64 * weight::CAP_EDGE_TEST;
     if !outside {
         return false;
+    }
+    if !s.global_done {
+        s.global_done = true;
+        if cap.global_iterations > 0
+            && let Some(system) = model.cap_system()
+            && global_pass(model, system, x, cap, s)
+        {
+            return true;
+        }
     }
     // The nodes touching a body move only along its tangent plane in this step (the cap and
     // the push-out otherwise take turns at a node a body holds: the push-out undoes the step
@@ -489,6 +635,98 @@ pub(crate) fn project(
         }
     }
     true
+}
+
+/// The cap's global pass (see [`StrainCap::global_iterations`]): from the rows of the
+/// substep's first test (every half edge outside the band), up to `cap.global_iterations`
+/// majorise-minimise iterations of `E(x) = 1/2 sum_e w_e dist(A_e x, band_e)^2`: each sets
+/// every half edge outside the band a target, its direction at the band's nearer end (those
+/// inside are their own), and moves the free nodes by the least-squares fit to the targets,
+/// `(M / (k m) + L) dx = sum_e w_e A_e^T (d_e - A_e x)` (one solve with [`CapSystem`]'s factor,
+/// pins held). The fit's energy bounds `E` from above and touches it at `x`, so no iteration
+/// raises `E`; and the solve moves the whole cloth at once, so a stretch the pins' jerk put
+/// next to them is carried down a cape in one iteration, where the steps' linearised rows
+/// carry it a few edges a step. Returns whether it moved the nodes (after it the next step
+/// tests every half edge again, none held).
+fn global_pass(
+    model: &ClothModel,
+    system: &CapSystem,
+    x: &mut [DVec3],
+    cap: &StrainCap,
+    s: &mut ProjectionScratch,
+) -> bool {
+    let free = model.free_nodes.len();
+    let solve_cost = free as f64 * weight::SOLVE_NODE;
+    let topo = model.cap_halves();
+    let tol = cap.tolerance;
+    let (lo, hi) = ((1.0 - tol) * (1.0 - tol), (1.0 + tol) * (1.0 + tol));
+    let aim = tol * (1.0 - AIM_INSIDE);
+    let mut moved = false;
+    for it in 0..cap.global_iterations {
+        if s.work_left < solve_cost {
+            break;
+        }
+        for r in s.rhs.iter_mut() {
+            *r = DVec3::ZERO;
+        }
+        if it == 0 {
+            // The first test's rows: `c` past the target along `n`.
+            for (a, &k) in s.active.iter().zip(&s.active_half) {
+                let f = system.weight[k as usize] * a.c * a.n;
+                s.rhs[a.i as usize] += f;
+                s.rhs[a.j as usize] -= f;
+            }
+        } else {
+            let mut outside = false;
+            for (&(i, j, rest), &w) in topo.halves.iter().zip(&system.weight) {
+                let (i, j) = (i as usize, j as usize);
+                let d = x[j] - x[i];
+                let (dd, r2) = (d.length_squared(), rest * rest);
+                if (dd >= lo * r2 && dd <= hi * r2) || dd == 0.0 {
+                    continue;
+                }
+                outside = true;
+                let len = dd.sqrt();
+                let target = if dd > hi * r2 {
+                    (1.0 + aim) * rest
+                } else {
+                    (1.0 - aim) * rest
+                };
+                let f = (w * (len - target) / len) * d;
+                s.rhs[i] += f;
+                s.rhs[j] -= f;
+            }
+            let tests = topo.halves.len() as u64;
+            s.counters.cap_edge_tests += tests;
+            s.work_left -= tests as f64 * weight::CAP_EDGE_TEST;
+            if !outside {
+                break;
+            }
+        }
+        for (l, &node) in s.lanes.iter_mut().zip(&system.order) {
+            *l = Lane4::from_vec(s.rhs[node as usize]);
+        }
+        system.factor.solve_lanes(&system.symbolic, &mut s.lanes);
+        for (l, &node) in s.lanes.iter().zip(&system.order) {
+            x[node as usize] += l.vec();
+        }
+        s.counters.solves += 1;
+        s.counters.solve_nodes += free as u64;
+        s.work_left -= solve_cost;
+        moved = true;
+    }
+    if moved {
+        // The next step tests every half edge again and holds none yet.
+        for &k in &s.held_list {
+            s.held[k as usize] = false;
+        }
+        s.held_list.clear();
+        s.moved.clear();
+        s.scanned = false;
+        s.substep_steps += 1;
+        s.counters.cap_steps += 1;
+    }
+    moved
 }
 
 /// The conjugate-gradient vectors of [`solve`].
