@@ -440,6 +440,11 @@ impl ProjectionScratch {
         self.substep_steps = 0;
         self.work_left = cap.work * model.mesh.node_count() as f64;
         self.out_of_work = false;
+        if cap.global_iterations > 0 {
+            // The global pass's matrix is factored at the first substep that may use it, not
+            // at the first that needs it (that one could be any later frame).
+            let _ = model.cap_system();
+        }
     }
 
     /// Ends a substep's cap: counts it unmet if it used every step `cap` allows (the last
