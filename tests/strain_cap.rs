@@ -96,7 +96,7 @@ fn a_whipped_cape_ends_every_frame_within_its_tolerance() {
 /// The cap's global pass (`StrainCap::global_iterations`) carries a whip down the soft cape
 /// (`SolverWeights::SOFT`, whose iterations leave the jerk's stretch spread over the whole
 /// cape) where the cap's steps alone cannot within the default work bound: the worst frame of
-/// 90 at most 20 % with 4 iterations (measured 11.5 % on 2026-12-02), against more than 50 %
+/// 90 at most 20 % with 4 iterations (measured 13.6 % on 2026-12-02), against more than 50 %
 /// without the pass (measured 128 %); pins exactly on their targets, and each iteration counted
 /// as one solve.
 #[test]

@@ -417,7 +417,7 @@ impl ClothModel {
                 crate::dynamics::strain_cap::CapSystem::new(
                     self.cap_halves(),
                     &self.masses,
-                    &self.pinned_mask,
+                    &self.free_nodes,
                 )
                 .ok()
                 .flatten()

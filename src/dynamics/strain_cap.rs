@@ -51,8 +51,8 @@
 //! whole vector, not only its length): on the soft whipped cape the worst half edge went 8.4 ->
 //! 5.3 % over six iterations. What it buys, measured on the whipped cape (worst frame of 90,
 //! `tests/strain_cap.rs`, default work bound): at the soft weights, 3 %, 128 % without it and
-//! 11.5 % with 4 iterations; at the stiff weights, 3.0-4.5 % either way, and at 1 % without a
-//! work bound 4.3 % without it and 1.0 % with 4 (docs/lab/2026-12-02-cap-global.md).
+//! 13.6 % with 4 iterations; at the stiff weights, 3.0-3.6 % either way, and at 1 % without a
+//! work bound 4.3 % without it and 1.0 % with 2 or 4 (docs/lab/2026-12-02-cap-global.md).
 //!
 //! The cost is bounded three ways: [`StrainCap::steps`], [`StrainCap::cg_iterations`] a step,
 //! and [`StrainCap::work`], the work a substep's cap may do per node (its edge tests and its
@@ -103,10 +103,9 @@ pub struct StrainCap {
     /// least-squares positions from one solve with the cap's constant matrix (see the module
     /// docs), carrying a stretch down the whole cloth at once. `0` skips it. Default `0`, an
     /// opt-in: on the whipped cape at the soft weights ([`crate::SolverWeights::SOFT`], 3 %,
-    /// the default work bound) 4 iterations leave 11.5 % where the steps alone leave 128 %, but
-    /// at the stiff weights the steps alone do as well (3.0-4.5 % either way), and each
+    /// the default work bound) 4 iterations leave 13.6 % where the steps alone leave 128 %, but
+    /// at the stiff weights the steps alone do about as well (3.0-3.6 % either way), and each
     /// iteration costs one solve (docs/lab/2026-12-02-cap-global.md).
-    #[serde(default)]
     pub global_iterations: u32,
 }
 
@@ -303,24 +302,19 @@ pub(crate) struct CapSystem {
 }
 
 impl CapSystem {
-    /// Assembles and factors the matrix for `halves` on nodes of `masses` (`pinned` held).
-    /// `None` where every node is pinned.
+    /// Assembles and factors the matrix for `halves` over `free` (the model's free nodes, in
+    /// order; the others held) with node masses `masses`. `None` where every node is pinned.
     pub(crate) fn new(
         halves: &HalfEdges,
         masses: &[f64],
-        pinned: &[bool],
+        free: &[u32],
     ) -> Result<Option<Self>, ClothError> {
-        let n = masses.len();
-        let mut unknown = vec![u32::MAX; n];
-        let mut free = Vec::with_capacity(n);
-        for i in 0..n {
-            if !pinned[i] {
-                unknown[i] = free.len() as u32;
-                free.push(i as u32);
-            }
-        }
         if free.is_empty() || halves.halves.is_empty() {
             return Ok(None);
+        }
+        let mut unknown = vec![u32::MAX; masses.len()];
+        for (u, &i) in free.iter().enumerate() {
+            unknown[i as usize] = u as u32;
         }
         let mean_mass = free.iter().map(|&i| masses[i as usize]).sum::<f64>() / free.len() as f64;
         let mean_rest = halves.halves.iter().map(|h| h.2).sum::<f64>() / halves.halves.len() as f64;
@@ -366,10 +360,7 @@ impl CapSystem {
 #[derive(Debug, Default)]
 pub(crate) struct ProjectionScratch {
     active: Vec<Active>,
-    /// The half edge of each row of `active` that is one (contact rows have none).
-    active_half: Vec<u32>,
-    /// The global pass's right-hand side per node, and its solve's rows.
-    rhs: Vec<DVec3>,
+    /// The global pass's solve rows (sized when a cap with the pass begins).
     lanes: Vec<Lane4>,
     /// Whether this substep's cap has run its global pass (or found it not needed).
     global_done: bool,
@@ -413,10 +404,6 @@ impl ProjectionScratch {
             v.reserve(rows.saturating_sub(v.len()));
         }
         self.active.reserve(rows.saturating_sub(self.active.len()));
-        self.active_half
-            .reserve(halves.saturating_sub(self.active_half.len()));
-        self.rhs.resize(nodes, DVec3::ZERO);
-        self.lanes.resize(model.free_nodes.len(), Lane4::default());
         for v in [&mut self.held_list, &mut self.held_new] {
             v.reserve(halves.saturating_sub(v.len()));
         }
@@ -441,9 +428,10 @@ impl ProjectionScratch {
         self.work_left = cap.work * model.mesh.node_count() as f64;
         self.out_of_work = false;
         if cap.global_iterations > 0 {
-            // The global pass's matrix is factored at the first substep that may use it, not
-            // at the first that needs it (that one could be any later frame).
+            // The global pass's matrix and rows are made at the first substep that may use
+            // them, not at the first that needs them (that one could be any later frame).
             let _ = model.cap_system();
+            self.lanes.resize(model.free_nodes.len(), Lane4::default());
         }
     }
 
@@ -496,17 +484,10 @@ pub(crate) fn project(
     let topo = model.cap_halves();
     let test = s.next_test();
     s.active.clear();
-    s.active_half.clear();
     let mut outside = false;
     let mut tests = 0u64;
     s.held_new.clear();
-    let (active, active_half, held, held_new, seen) = (
-        &mut s.active,
-        &mut s.active_half,
-        &mut s.held,
-        &mut s.held_new,
-        &mut s.seen,
-    );
+    let (active, held, held_new, seen) = (&mut s.active, &mut s.held, &mut s.held_new, &mut s.seen);
     let mut half = |k: u32, x: &[DVec3]| {
         let ku = k as usize;
         if seen[ku] == test {
@@ -547,7 +528,6 @@ pub(crate) fn project(
             wj,
             c: len - target,
         });
-        active_half.push(k);
     };
     if !s.scanned {
         for k in 0..topo.halves.len() as u32 {
@@ -642,8 +622,7 @@ pub(crate) fn project(
     true
 }
 
-/// The cap's global pass (see [`StrainCap::global_iterations`]): from the rows of the
-/// substep's first test (every half edge outside the band), up to `cap.global_iterations`
+/// The cap's global pass (see [`StrainCap::global_iterations`]): up to `cap.global_iterations`
 /// majorise-minimise iterations of `E(x) = 1/2 sum_e w_e dist(A_e x, band_e)^2`: each sets
 /// every half edge outside the band a target, its direction at the band's nearer end (those
 /// inside are their own), and moves the free nodes by the least-squares fit to the targets,
@@ -661,55 +640,46 @@ fn global_pass(
     s: &mut ProjectionScratch,
 ) -> bool {
     let free = model.free_nodes.len();
-    let solve_cost = free as f64 * weight::SOLVE_NODE;
     let topo = model.cap_halves();
+    let cost = free as f64 * weight::SOLVE_NODE + topo.halves.len() as f64 * weight::CAP_EDGE_TEST;
     let tol = cap.tolerance;
     let (lo, hi) = ((1.0 - tol) * (1.0 - tol), (1.0 + tol) * (1.0 + tol));
     let aim = tol * (1.0 - AIM_INSIDE);
     let mut moved = false;
-    for it in 0..cap.global_iterations {
-        if s.work_left < solve_cost {
+    // The right-hand side gathers in the steps' per-node scratch, which they clear before use.
+    let rhs = &mut s.node;
+    for _ in 0..cap.global_iterations {
+        if s.work_left < cost {
             break;
         }
-        for r in s.rhs.iter_mut() {
-            *r = DVec3::ZERO;
+        rhs.fill(DVec3::ZERO);
+        let mut outside = false;
+        for (&(i, j, rest), &w) in topo.halves.iter().zip(&system.weight) {
+            let (i, j) = (i as usize, j as usize);
+            let d = x[j] - x[i];
+            let (dd, r2) = (d.length_squared(), rest * rest);
+            if (dd >= lo * r2 && dd <= hi * r2) || dd == 0.0 {
+                continue;
+            }
+            outside = true;
+            let len = dd.sqrt();
+            let target = if dd > hi * r2 {
+                (1.0 + aim) * rest
+            } else {
+                (1.0 - aim) * rest
+            };
+            // `w_e A_e^T (d_e - A_e x)`: the half edge's two nodes drawn to its target.
+            let f = (w * (len - target) / len) * d;
+            rhs[i] += f;
+            rhs[j] -= f;
         }
-        if it == 0 {
-            // The first test's rows: `c` past the target along `n`.
-            for (a, &k) in s.active.iter().zip(&s.active_half) {
-                let f = system.weight[k as usize] * a.c * a.n;
-                s.rhs[a.i as usize] += f;
-                s.rhs[a.j as usize] -= f;
-            }
-        } else {
-            let mut outside = false;
-            for (&(i, j, rest), &w) in topo.halves.iter().zip(&system.weight) {
-                let (i, j) = (i as usize, j as usize);
-                let d = x[j] - x[i];
-                let (dd, r2) = (d.length_squared(), rest * rest);
-                if (dd >= lo * r2 && dd <= hi * r2) || dd == 0.0 {
-                    continue;
-                }
-                outside = true;
-                let len = dd.sqrt();
-                let target = if dd > hi * r2 {
-                    (1.0 + aim) * rest
-                } else {
-                    (1.0 - aim) * rest
-                };
-                let f = (w * (len - target) / len) * d;
-                s.rhs[i] += f;
-                s.rhs[j] -= f;
-            }
-            let tests = topo.halves.len() as u64;
-            s.counters.cap_edge_tests += tests;
-            s.work_left -= tests as f64 * weight::CAP_EDGE_TEST;
-            if !outside {
-                break;
-            }
+        s.counters.cap_edge_tests += topo.halves.len() as u64;
+        s.work_left -= topo.halves.len() as f64 * weight::CAP_EDGE_TEST;
+        if !outside {
+            break;
         }
         for (l, &node) in s.lanes.iter_mut().zip(&system.order) {
-            *l = Lane4::from_vec(s.rhs[node as usize]);
+            *l = Lane4::from_vec(rhs[node as usize]);
         }
         system.factor.solve_lanes(&system.symbolic, &mut s.lanes);
         for (l, &node) in s.lanes.iter().zip(&system.order) {
@@ -717,7 +687,7 @@ fn global_pass(
         }
         s.counters.solves += 1;
         s.counters.solve_nodes += free as u64;
-        s.work_left -= solve_cost;
+        s.work_left -= free as f64 * weight::SOLVE_NODE;
         moved = true;
     }
     if moved {
