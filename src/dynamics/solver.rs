@@ -314,7 +314,7 @@ impl Iterations {
         }
         if contact.pass.active() || contact.pass.has_limits() {
             let projection = &mut scratch.cap;
-            projection.begin(model, cap);
+            projection.begin(model, cap, true);
             contact.pass.finish(
                 contact.x_start,
                 x,

@@ -41,7 +41,7 @@
 //! half edges at the nodes the last step moved (no other half edge changed).
 //!
 //! **The global pass** (opt-in, [`StrainCap::global_iterations`]). Before its first step, a
-//! substep that finds half edges outside the band may run a few majorise-minimise iterations of
+//! substep with no body or limit near the cloth that finds half edges outside the band may run a few majorise-minimise iterations of
 //! `E(x) = 1/2 sum_e w_e dist(A_e x, band_e)^2` with one constant matrix, `M / (k m) + L` (`L`
 //! the half edges' Laplacian, factored once per model as the global step's matrix is): each
 //! gives every half edge outside the band a target on the band along its direction and moves the
@@ -98,8 +98,9 @@ pub struct StrainCap {
     /// (about two quiet substeps' work; see the module docs for what it keeps); positive,
     /// `f64::INFINITY` for no bound beyond `steps` x `cg_iterations`.
     pub work: f64,
-    /// Iterations of the cap's global pass, run before its first step where a substep finds
-    /// half edges outside the band: each projects every half edge onto the band and takes the
+    /// Iterations of the cap's global pass, run before its first step where a substep with no
+    /// body or limit near the cloth finds half edges outside the band (it has no contact rows):
+    /// each projects every half edge onto the band and takes the
     /// least-squares positions from one solve with the cap's constant matrix (see the module
     /// docs), carrying a stretch down the whole cloth at once. `0` skips it. Default `0`, an
     /// opt-in: on the whipped cape at the soft weights ([`crate::SolverWeights::SOFT`], 3 %,
@@ -193,7 +194,7 @@ pub(crate) fn apply(
     x: &mut [DVec3],
     scratch: &mut ProjectionScratch,
 ) {
-    scratch.begin(model, cap);
+    scratch.begin(model, cap, false);
     for _ in 0..cap.steps {
         if !project(model, x, cap, &[], scratch) {
             break;
@@ -362,8 +363,9 @@ pub(crate) struct ProjectionScratch {
     active: Vec<Active>,
     /// The global pass's solve rows (sized when a cap with the pass begins).
     lanes: Vec<Lane4>,
-    /// Whether this substep's cap has run its global pass (or found it not needed).
-    global_done: bool,
+    /// Whether this substep's cap may still run its global pass (at its first step that finds
+    /// half edges outside the band).
+    global_pending: bool,
     cg: Cg,
     /// Per node, `J^T v` of the vector being multiplied.
     node: Vec<DVec3>,
@@ -415,15 +417,18 @@ impl ProjectionScratch {
         }
     }
 
-    /// Starts a substep's cap on `model`: no half edge held yet, its work bound whole.
-    pub(crate) fn begin(&mut self, model: &ClothModel, cap: &StrainCap) {
+    /// Starts a substep's cap on `model`: no half edge held yet, its work bound whole. With
+    /// `bodies_near` (the contact pass has bodies or limits about) the cap runs no global pass:
+    /// it has no contact rows, and where it ran it drew nodes across a limb sweeping through a
+    /// sheet (412 % strain) and a tablecloth off its ball (docs/lab/2026-12-02-cap-global.md).
+    pub(crate) fn begin(&mut self, model: &ClothModel, cap: &StrainCap, bodies_near: bool) {
         for &k in &self.held_list {
             self.held[k as usize] = false;
         }
         self.held_list.clear();
         self.moved.clear();
         self.scanned = false;
-        self.global_done = false;
+        self.global_pending = cap.global_iterations > 0 && !bodies_near;
         self.substep_steps = 0;
         self.work_left = cap.work * model.mesh.node_count() as f64;
         self.out_of_work = false;
@@ -551,10 +556,9 @@ pub(crate) fn project(
     if !outside {
         return false;
     }
-    if !s.global_done {
-        s.global_done = true;
-        if cap.global_iterations > 0
-            && let Some(system) = model.cap_system()
+    if s.global_pending {
+        s.global_pending = false;
+        if let Some(system) = model.cap_system()
             && global_pass(model, system, x, cap, s)
         {
             return true;
