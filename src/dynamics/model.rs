@@ -83,7 +83,7 @@ pub struct SolverSettings {
     /// Gravity in m/s^2. Default `(0, -9.81, 0)`.
     pub gravity: DVec3,
     /// The strain cap at the end of each substep ([`crate::strain_cap`]). Default
-    /// [`StrainCap::default`]: 2.5 %, at most 16 projection steps of 20 conjugate-gradient
+    /// [`StrainCap::default`]: 3 %, at most 16 projection steps of 20 conjugate-gradient
     /// iterations within 24 work units a node a substep; [`StrainCap::OFF`] steps exactly as
     /// without one.
     pub strain_cap: StrainCap,

@@ -210,7 +210,7 @@ pub struct BudgetPreset {
     pub method: SolverMethod,
     /// The strain cap at the end of each substep: its tolerance, and its steps and
     /// conjugate-gradient iterations (the cap's part of the budget; [`crate::strain_cap`]).
-    /// Default [`StrainCap::default`] (2.5 %, at most 16 steps of 20 within 24 work units a
+    /// Default [`StrainCap::default`] (3 %, at most 16 steps of 20 within 24 work units a
     /// node) in every shipped preset; a file without it gets that default. A per-cloth tolerance goes in that cloth's
     /// [`ClothConfigOverride`].
     #[serde(deserialize_with = "checked")]
