@@ -198,9 +198,6 @@ pub(crate) struct ContactPass {
     /// Per node, in [`ContactPass::finish`]: a body its path is known to stay clear of
     /// ([`Candidate::stays_clear`]; `u32::MAX`: none), which the final guard need not query.
     clear_of: Vec<u32>,
-    /// In [`ContactPass::finish`]: the nodes' positions before the strain cap's steps, the start
-    /// of the paths its last guard checks.
-    before_cap: Vec<DVec3>,
     /// After [`ContactPass::finish`]: each node in contact, the outward normal and the
     /// displacement over the substep of the body's surface point under it.
     pub touched: Vec<(u32, DVec3, DVec3)>,
@@ -288,7 +285,6 @@ impl ContactPass {
         let nodes = self.was_touching.len();
         self.held.resize(nodes, false);
         self.clear_of.resize(nodes, u32::MAX);
-        self.before_cap.resize(nodes, DVec3::ZERO);
         self.candidates.clear();
         self.touched.clear();
         self.warm_force.clear();
@@ -1045,21 +1041,12 @@ impl ContactPass {
                 };
             }
         }
-        self.guard_paths((x_start, false), x, free_nodes);
+        self.guard_paths(x_start, x, free_nodes);
         // The strain cap's steps (`crate::dynamics::strain_cap`), each followed by the bodies
         // and limits, so that the cap never leaves a node inside a body or past a limit; last,
-        // the paths the steps moved the nodes along (a step may carry a node across a thin
-        // body), then the limits (a node the guard sent back along its path can land past its
-        // max distance: 1.04 mm in `tests/limits.rs`'s sprinting cape once the cap's steps
-        // converged). The guard checks the cap's own motion, from where the guard above left
-        // each node to where the steps took it, against the bodies where they end the substep:
-        // the substep's whole path, from `x_start`, was already made clear up to the cap, and a
-        // straight path from `x_start` to a node the body pushed ahead of it and the cap then
-        // moved can graze the body where the node never went (put back there, a tapered limb
-        // at 10 m/s left 12.8 % strain at a 2.75 % tolerance; docs/lab/2026-12-02-cap-tolerance.md).
-        if cap_steps > 0 {
-            self.before_cap.copy_from_slice(x);
-        }
+        // the paths once more (a step may carry a node across a thin body), then the limits
+        // (a node the guard sent back along its path can land past its max distance: 1.04 mm
+        // in `tests/limits.rs`'s sprinting cape once the cap's steps converged).
         let mut capped = false;
         for _ in 0..cap_steps {
             if !cap(x, &self.touched) {
@@ -1070,24 +1057,16 @@ impl ContactPass {
             self.clamp_limits(x);
         }
         if capped {
-            let before_cap = std::mem::take(&mut self.before_cap);
-            self.guard_paths((&before_cap, true), x, free_nodes);
-            self.before_cap = before_cap;
+            self.guard_paths(x_start, x, free_nodes);
             self.clamp_limits(x);
         }
     }
 
-    /// The guard of [`ContactPass::finish`]: every free node whose actual path (from `from` to
-    /// `x`) meets a nearby body's swept box, but for the candidates still within their clear
-    /// radius (whose paths stay outside), is put back where its path entered the body if it
-    /// crossed it. The path starts with the body where it starts the substep, or with `at_end`
-    /// where it ends it (the strain cap's motion, after the substep's).
-    fn guard_paths(
-        &mut self,
-        (from, at_end): (&[DVec3], bool),
-        x: &mut [DVec3],
-        free_nodes: &[u32],
-    ) {
+    /// The guard of [`ContactPass::finish`]: every free node whose actual path over the
+    /// substep (from `x_start` to `x`) meets a nearby body's swept box, but for the candidates
+    /// still within their clear radius (whose paths stay outside), is put back where its path
+    /// entered the body if it crossed it.
+    fn guard_paths(&mut self, x_start: &[DVec3], x: &mut [DVec3], free_nodes: &[u32]) {
         self.clear_of.fill(u32::MAX);
         for c in self.candidates.iter().filter(|c| !c.limit) {
             if c.stays_clear(x[c.node as usize]) {
@@ -1103,15 +1082,12 @@ impl ContactPass {
                 if self.clear_of[i] == c {
                     continue;
                 }
-                let (a, b) = (from[i], x[i]);
-                if at_end && a == b {
-                    continue;
-                }
+                let (a, b) = (x_start[i], x[i]);
                 let path = Aabb::spanning(a, b);
                 if !swept.overlaps(&path) {
                     continue;
                 }
-                let p0 = if at_end { b1 } else { b0 }.pose.inverse_transform_point(a);
+                let p0 = b0.pose.inverse_transform_point(a);
                 let p1 = b1.pose.inverse_transform_point(b);
                 if let Some((q, _, _)) = b1.resolve(p0, p1, self.max_push) {
                     x[i] = b1.pose.transform_point(q);
